@@ -1,0 +1,32 @@
+# Third-party libraries, all from Debian packages (see scripts/setup.sh):
+#   OpenBLAS (OpenMP variant, so BLAS and our own loops share one OpenMP thread pool),
+#   nlohmann-json, GoogleTest.
+find_package(OpenMP REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(Threads REQUIRED)
+
+# Debian installs each OpenBLAS variant in its own folder; prefer the OpenMP one.
+find_library(OPENBLAS_LIB NAMES openblas
+  PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp
+  NO_DEFAULT_PATH)
+if(NOT OPENBLAS_LIB)
+  find_library(OPENBLAS_LIB NAMES openblas REQUIRED)
+endif()
+find_path(CBLAS_INCLUDE_DIR NAMES cblas.h
+  PATHS /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/aarch64-linux-gnu/openblas-openmp
+        /usr/include/openblas /usr/include
+  REQUIRED)
+message(STATUS "BLAS: ${OPENBLAS_LIB} (headers ${CBLAS_INCLUDE_DIR})")
+
+add_library(medtune_deps INTERFACE)
+target_include_directories(medtune_deps SYSTEM INTERFACE ${CBLAS_INCLUDE_DIR})
+target_link_libraries(medtune_deps INTERFACE ${OPENBLAS_LIB} OpenMP::OpenMP_CXX
+  nlohmann_json::nlohmann_json Threads::Threads)
+if(MEDTUNE_NATIVE)
+  target_compile_options(medtune_deps INTERFACE -march=native)
+endif()
+if(MEDTUNE_SANITIZE)
+  target_compile_options(medtune_deps INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
+    -fno-sanitize-recover=undefined)
+  target_link_options(medtune_deps INTERFACE -fsanitize=address,undefined)
+endif()

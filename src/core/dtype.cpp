@@ -1,0 +1,50 @@
+#include "core/dtype.h"
+
+namespace medtune {
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::F64: return "F64";
+    case DType::I64: return "I64";
+    case DType::I32: return "I32";
+    case DType::Q8_0: return "Q8_0";
+    case DType::Q4_0: return "Q4_0";
+    case DType::Q4_1: return "Q4_1";
+    case DType::Q4_K: return "Q4_K";
+    case DType::Q6_K: return "Q6_K";
+  }
+  return "?";
+}
+
+int64_t dtype_block_elems(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1: return 32;
+    case DType::Q4_K:
+    case DType::Q6_K: return 256;
+    default: return 1;
+  }
+}
+
+int64_t dtype_block_bytes(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::F64: return 8;
+    case DType::I64: return 8;
+    case DType::I32: return 4;
+    case DType::Q8_0: return 2 + 32;           // d, qs[32]
+    case DType::Q4_0: return 2 + 16;           // d, qs[16]
+    case DType::Q4_1: return 2 + 2 + 16;       // d, m, qs[16]
+    case DType::Q4_K: return 2 + 2 + 12 + 128; // d, dmin, scales[12], qs[128]
+    case DType::Q6_K: return 128 + 64 + 16 + 2;// ql[128], qh[64], scales[16], d
+  }
+  return 0;
+}
+
+}  // namespace medtune

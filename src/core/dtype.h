@@ -1,0 +1,38 @@
+// Element types of stored tensors. Quantized types follow ggml's block layouts exactly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace medtune {
+
+enum class DType : uint8_t {
+  F32,
+  F16,
+  BF16,
+  F64,
+  I64,
+  I32,
+  Q8_0,  // blocks of 32: f16 scale d, 32 x int8.                x = d * q
+  Q4_0,  // blocks of 32: f16 scale d, 16 bytes of nibbles.      x = d * (q - 8)
+  Q4_1,  // blocks of 32: f16 d, f16 m, 16 bytes of nibbles.     x = d * q + m
+  Q4_K,  // super-blocks of 256 (ggml k-quants)
+  Q6_K,  // super-blocks of 256 (ggml k-quants)
+};
+
+// Name as in safetensors / ggml ("F32", "BF16", "Q4_1", ...).
+std::string_view dtype_name(DType t);
+
+// Elements per block (1 for plain types) and bytes per block.
+int64_t dtype_block_elems(DType t);
+int64_t dtype_block_bytes(DType t);
+
+// Bytes needed for n elements; n must be a multiple of the block size (checked by callers).
+inline int64_t dtype_row_bytes(DType t, int64_t n) {
+  return n / dtype_block_elems(t) * dtype_block_bytes(t);
+}
+
+inline bool dtype_is_quantized(DType t) { return dtype_block_elems(t) > 1; }
+
+}  // namespace medtune

@@ -1,0 +1,1 @@
+// placeholder so the area library is never empty
