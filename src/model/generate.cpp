@@ -1,0 +1,33 @@
+#include "model/generate.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace medtune::model {
+
+std::vector<int32_t> generate(LlamaModel& model, const std::vector<int32_t>& prompt,
+                              const GenerateOptions& opt,
+                              const std::function<bool(int32_t)>& on_token) {
+  if (prompt.empty()) throw BadInput("generate: the prompt has no tokens");
+  const int64_t V = model.config().vocab_size;
+  KvCache cache(model.config(), 1, static_cast<int64_t>(prompt.size()) + opt.max_new_tokens);
+  Sampler sampler(opt.sampling);
+  std::vector<int32_t> out;
+  std::vector<float> logits;
+  Batch batch{1, static_cast<int64_t>(prompt.size()), prompt, {}};
+  // The prompt in one pass, then one token at a time; only the last position's logits are needed.
+  model.forward(batch, cache, logits, {batch.T - 1});
+  for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
+    const int32_t next = sampler.next(logits.data(), V);
+    out.push_back(next);
+    if (on_token && !on_token(next)) break;
+    if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next) != opt.stop_ids.end()) break;
+    if (i + 1 == opt.max_new_tokens) break;
+    batch = Batch{1, 1, {next}, {}};
+    model.forward(batch, cache, logits, {0});
+  }
+  return out;
+}
+
+}  // namespace medtune::model

@@ -1,0 +1,46 @@
+// The Llama-family decoder (llama, mistral, qwen2), written out layer by layer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace medtune::model {
+
+// One forward call's input.
+struct Batch {
+  int64_t B = 1, T = 0;
+  std::vector<int32_t> ids;    // (B, T)
+  std::vector<uint8_t> mask;   // (B, T): 1 = token, 0 = padding; empty = all tokens
+};
+
+class LlamaModel {
+ public:
+  // Takes ownership of the checkpoint (its mappings back the weights).
+  explicit LlamaModel(io::Checkpoint ckpt);
+
+  const ModelConfig& config() const { return ckpt_.config; }
+  const io::Checkpoint& checkpoint() const { return ckpt_; }
+  const ModelWeights& weights() const { return w_; }
+
+  // Runs the batch at positions [cache.length, cache.length + T) of every row, appends its keys
+  // and values to `cache`, and writes logits.
+  //   logit_rows empty: logits (B, T, V) for every token;
+  //   otherwise: logits (logit_rows.size(), V) for the listed flat token indices b*T + t.
+  void forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
+               const std::vector<int64_t>& logit_rows = {});
+
+  // Convenience: a fresh cache sized for `batch`, all logits (B, T, V).
+  std::vector<float> logits(const Batch& batch);
+
+ private:
+  io::Checkpoint ckpt_;
+  ModelWeights w_;
+  std::vector<float> inv_freq_;  // (HD/2)
+};
+
+}  // namespace medtune::model

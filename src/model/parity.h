@@ -1,0 +1,28 @@
+// Parity of medtune's model against a Hugging Face reference fixture (tools/make_reference.py):
+// base logits, loss, greedy tokens, and (once training exists) LoRA logits, gradients and one
+// AdamW step.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace medtune::model {
+
+struct ParityTolerances {
+  // fp32 forward against a float64 reference: max |dlogit| / max |logit|. Two fp32 roundings per
+  // op over a few layers give ~1e-6; 1e-4 is the bound the project states for fp32 parity.
+  double logits_rel = 1e-4;
+  // |dloss| / max(1, |loss|): the loss is a mean of log-sum-exps of those logits.
+  double loss_rel = 1e-4;
+};
+
+struct ParityResult {
+  nlohmann::json report;  // one object: a field per check, "not implemented" where it is
+  bool ok = false;        // every implemented check within tolerance
+};
+
+// Throws BadInput when the fixture directory is incomplete or malformed.
+ParityResult check_parity(const std::string& fixture_dir, const ParityTolerances& tol = {});
+
+}  // namespace medtune::model

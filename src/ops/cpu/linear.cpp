@@ -1,0 +1,89 @@
+#include "ops/linear.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/quant.h"
+
+namespace medtune::ops {
+
+namespace {
+// Tokens at or below which the fused dequantize-and-dot path wins over panel + SGEMM:
+// with so few rows of x, SGEMM cannot amortize writing the fp32 panel.
+constexpr int64_t kGemvMaxTokens = 4;
+// Weight rows per dequantized panel: 64 rows x 4096 cols x 4 B = 1 MiB of scratch per thread.
+constexpr int64_t kPanelRows = 64;
+
+void add_bias(float* y, const float* bias, int64_t N, int64_t rows) {
+  if (bias == nullptr) return;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t r = 0; r < rows; ++r) y[n * rows + r] += bias[r];
+}
+}  // namespace
+
+void dequantize_rows(float* out, const StoredMatrix& w, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) dequantize_row(w.dtype, w.row(r), out + (r - r0) * w.cols, w.cols);
+}
+
+void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N) {
+  const int M = static_cast<int>(N), K = static_cast<int>(w.cols), R = static_cast<int>(w.rows);
+  if (w.dtype == DType::F32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, R, K, 1.0f, x, K,
+                reinterpret_cast<const float*>(w.data), K, 0.0f, y, R);
+  } else if (N <= kGemvMaxTokens) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < w.rows; ++r)
+      for (int64_t n = 0; n < N; ++n) y[n * w.rows + r] = dot_row(w.dtype, w.row(r), x + n * w.cols, w.cols);
+  } else {
+    const int64_t panels = (w.rows + kPanelRows - 1) / kPanelRows;
+#pragma omp parallel
+    {
+      std::vector<float> panel(static_cast<size_t>(kPanelRows * w.cols));  // (kPanelRows, cols)
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t r0 = p * kPanelRows, r1 = std::min(w.rows, r0 + kPanelRows);
+        dequantize_rows(panel.data(), w, r0, r1);
+        // y[:, r0:r1] (N, r1-r0) = x (N, K) . panel^T
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, static_cast<int>(r1 - r0), K, 1.0f,
+                    x, K, panel.data(), K, 0.0f, y + r0, R);
+      }
+    }
+  }
+  add_bias(y, bias, N, w.rows);
+}
+
+void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, int64_t N) {
+  const int M = static_cast<int>(N), K = static_cast<int>(w.cols), R = static_cast<int>(w.rows);
+  if (w.dtype == DType::F32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, R, 1.0f, dy, R,
+                reinterpret_cast<const float*>(w.data), K, 0.0f, dx, K);
+    return;
+  }
+  // dx = sum over panels of dy[:, panel] . W[panel, :]; panels accumulate, so run them in order
+  // (deterministic) and parallelize inside SGEMM instead.
+  std::vector<float> panel(static_cast<size_t>(kPanelRows * w.cols));
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kPanelRows) {
+    const int64_t r1 = std::min(w.rows, r0 + kPanelRows);
+    dequantize_rows(panel.data(), w, r0, r1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, static_cast<int>(r1 - r0), 1.0f,
+                dy + r0, R, panel.data(), K, r0 == 0 ? 0.0f : 1.0f, dx, K);
+  }
+}
+
+namespace ref {
+void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w.dtype, w.row(r), row.data(), w.cols);
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = bias != nullptr ? static_cast<double>(bias[r]) : 0.0;
+      for (int64_t c = 0; c < w.cols; ++c) acc += static_cast<double>(row[static_cast<size_t>(c)]) * static_cast<double>(x[n * w.cols + c]);
+      y[n * w.rows + r] = static_cast<float>(acc);
+    }
+  }
+}
+}  // namespace ref
+
+}  // namespace medtune::ops

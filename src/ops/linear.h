@@ -1,0 +1,41 @@
+// Matrix products against frozen stored weights (any checkpoint dtype, read in place).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace medtune::ops {
+
+// A weight matrix W of shape (rows, cols) = (out_features, in_features), stored row by row in
+// `dtype` (each row holds whole quantization blocks), e.g. straight from a checkpoint mapping.
+struct StoredMatrix {
+  DType dtype = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const uint8_t* data = nullptr;
+
+  int64_t row_bytes() const { return dtype_row_bytes(dtype, cols); }
+  const uint8_t* row(int64_t r) const { return data + r * row_bytes(); }
+};
+
+// y (N, rows) = x (N, cols) . W^T + bias (rows, or null). fp32 compute:
+//  - F32 weights: one multi-threaded SGEMM on the mapped weights (no copy);
+//  - other dtypes, N small (decode): fused dequantize-and-dot per row (ops dot_row), threaded
+//    over rows, so each weight byte is read once per token and never expanded in memory;
+//  - other dtypes, N large (prompts, training): each thread dequantizes a panel of rows into a
+//    small fp32 scratch and multiplies it with SGEMM.
+void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
+
+// dX (N, cols) = dY (N, rows) . W: the backward of linear_forward to its input (W frozen).
+void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, int64_t N);
+
+// Rows [r0, r1) of W dequantized into out ((r1 - r0), cols).
+void dequantize_rows(float* out, const StoredMatrix& w, int64_t r0, int64_t r1);
+
+namespace ref {
+// Dequantize each row, accumulate in double.
+void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
+}  // namespace ref
+
+}  // namespace medtune::ops

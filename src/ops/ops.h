@@ -1,0 +1,66 @@
+// Every op of a Llama decoder, declared once, on fp32 CPU buffers.
+//
+// Dimension legend (llm.c style), used in every shape comment:
+//   N  rows (tokens = B*T)      C  model width (hidden_size)   F  MLP width (intermediate_size)
+//   H  heads of a tensor        NH query heads                 NKV key/value heads
+//   HD head_dim                 T  query length                S  key length (past + T)
+//   V  vocabulary
+//
+// Each op has a plain reference path in namespace ops::ref (obvious loops, double accumulation
+// where it helps clarity) used by the tests, and the fast path in namespace ops (threads, BLAS,
+// vector-friendly loops). Tests compare both on random and realistic shapes.
+#pragma once
+
+#include <cstdint>
+
+namespace medtune::ops {
+
+// y = x * rsqrt(mean(x^2) + eps) * w, as transformers' LlamaRMSNorm in fp32.
+// x, y: (N, C)   w: (C)   rstd: (N) or null (saved for the backward pass)
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
+                     float eps);
+
+// Rotary embedding in Hugging Face's rotate-half convention, in place:
+//   out[i]        = x[i] * cos[i] - x[i + HD/2] * sin[i]
+//   out[i + HD/2] = x[i + HD/2] * cos[i] + x[i] * sin[i]        (i < HD/2)
+// x: (N, H, HD)   cos, sin: (N, HD/2), one row per token (its position's angles)
+void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD);
+
+// h = silu(gate) * up, elementwise.   h, gate, up: (n)
+void swiglu_forward(float* h, const float* gate, const float* up, int64_t n);
+
+// y += x, elementwise.   y, x: (n)
+void add_inplace(float* y, const float* x, int64_t n);
+
+// Causal grouped-query attention over a key/value history.
+//   q:   (B, T, NH, HD)   queries of the new tokens; token t of row b sits at position past + t
+//   k,v: (B, Smax, NKV, HD) cache rows; positions [0, past + T) are filled
+//   key_valid: (B, Smax) 1 = attend, 0 = padding; null = all valid
+//   out: (B, T, NH, HD)
+// Query head h reads key/value head h / (NH / NKV). Scores are scaled by 1/sqrt(HD).
+// A query with no valid key (a left-padded position) outputs zeros; transformers outputs an
+// unspecified mixture there, and such positions are masked out of every loss and score.
+struct AttentionShape {
+  int64_t B, T, past, Smax, NH, NKV, HD;
+};
+void attention_forward(float* out, const float* q, const float* k, const float* v,
+                       const uint8_t* key_valid, const AttentionShape& s);
+
+// Mean cross-entropy of logits against targets, ignoring targets < 0 (Hugging Face's -100).
+// logits: (N, V)   targets: (N)   returns {sum of losses in double, count of targets}
+struct LossSum {
+  double sum = 0;
+  int64_t count = 0;
+};
+LossSum cross_entropy_sum(const float* logits, const int64_t* targets, int64_t N, int64_t V);
+
+namespace ref {
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
+                     float eps);
+void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD);
+void swiglu_forward(float* h, const float* gate, const float* up, int64_t n);
+void attention_forward(float* out, const float* q, const float* k, const float* v,
+                       const uint8_t* key_valid, const AttentionShape& s);
+}  // namespace ref
+
+}  // namespace medtune::ops

@@ -1,0 +1,136 @@
+// Every CPU op's fast path against its reference path, on tiny, odd and Llama-sized shapes.
+//
+// Tolerances (NMSE = sum (fast-ref)^2 / sum ref^2):
+//  - elementwise fp32 ops (rope, swiglu): 1e-12. The paths differ only in whether an intermediate
+//    is rounded to fp32 (relative error 2^-24 ~ 6e-8 per element, NMSE ~ 4e-15).
+//  - reductions (rmsnorm, attention, linear): 1e-10. fp32 accumulation of K terms has relative
+//    error ~ sqrt(K) * 2^-24 in practice; for K <= 4096 that is ~4e-6, NMSE ~ 2e-11.
+#include <gtest/gtest.h>
+
+#include "ops/linear.h"
+#include "ops/ops.h"
+#include "support/buffers.h"
+
+namespace medtune {
+namespace {
+
+using testing::Guarded;
+using testing::nmse;
+using testing::random_vector;
+
+constexpr double kElementwiseNmse = 1e-12;
+constexpr double kReductionNmse = 1e-10;
+
+struct NormCase { int64_t N, C; };
+class RmsNormTest : public ::testing::TestWithParam<NormCase> {};
+
+TEST_P(RmsNormTest, FastMatchesReference) {
+  const auto [N, C] = GetParam();
+  auto x = random_vector(static_cast<size_t>(N * C), 1, -3, 3);
+  auto w = random_vector(static_cast<size_t>(C), 2, 0.5f, 1.5f);
+  Guarded y(x.size()), y_ref(x.size()), r(static_cast<size_t>(N)), r_ref(static_cast<size_t>(N));
+  ops::rmsnorm_forward(y.data(), r.data(), x.data(), w.data(), N, C, 1e-5f);
+  ops::ref::rmsnorm_forward(y_ref.data(), r_ref.data(), x.data(), w.data(), N, C, 1e-5f);
+  EXPECT_TRUE(y.intact() && r.intact());
+  EXPECT_LE(nmse(y.data(), y_ref.data(), y.size()), kReductionNmse);
+  EXPECT_LE(nmse(r.data(), r_ref.data(), r.size()), kReductionNmse);
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormTest,
+                         ::testing::Values(NormCase{1, 1}, NormCase{3, 7}, NormCase{5, 576},
+                                           NormCase{64, 4096}, NormCase{2, 33}));
+
+TEST(RmsNorm, MatchesFormulaOnKnownValues) {
+  // x = (3, 4): mean square 12.5, rstd = 1/sqrt(12.5 + 0) -> y = w * x / sqrt(12.5)
+  const float x[2] = {3, 4}, w[2] = {1, 2};
+  float y[2], r;
+  ops::rmsnorm_forward(y, &r, x, w, 1, 2, 0.0f);
+  EXPECT_NEAR(y[0], 3 / std::sqrt(12.5), 1e-6);
+  EXPECT_NEAR(y[1], 8 / std::sqrt(12.5), 1e-6);
+}
+
+TEST(Rope, FastMatchesReferenceAndRotatesPairs) {
+  const int64_t N = 5, H = 3, HD = 10;
+  auto x = random_vector(static_cast<size_t>(N * H * HD), 3);
+  auto cos = random_vector(static_cast<size_t>(N * HD / 2), 4);
+  auto sin = random_vector(static_cast<size_t>(N * HD / 2), 5);
+  auto fast = x, ref = x;
+  ops::rope_forward(fast.data(), cos.data(), sin.data(), N, H, HD);
+  ops::ref::rope_forward(ref.data(), cos.data(), sin.data(), N, H, HD);
+  EXPECT_LE(nmse(fast.data(), ref.data(), fast.size()), kElementwiseNmse);
+  // rotate-half pairs element i with i + HD/2: token 1, head 2, i = 3.
+  const int64_t base = (1 * H + 2) * HD, i = 3;
+  const float c = cos[static_cast<size_t>(1 * HD / 2 + i)], s = sin[static_cast<size_t>(1 * HD / 2 + i)];
+  EXPECT_FLOAT_EQ(ref[static_cast<size_t>(base + i)], x[static_cast<size_t>(base + i)] * c - x[static_cast<size_t>(base + i + HD / 2)] * s);
+  EXPECT_FLOAT_EQ(ref[static_cast<size_t>(base + i + HD / 2)], x[static_cast<size_t>(base + i + HD / 2)] * c + x[static_cast<size_t>(base + i)] * s);
+}
+
+TEST(SwiGlu, FastMatchesReference) {
+  const size_t n = 1000;
+  auto g = random_vector(n, 6, -8, 8), u = random_vector(n, 7);
+  Guarded h(n), h_ref(n);
+  ops::swiglu_forward(h.data(), g.data(), u.data(), static_cast<int64_t>(n));
+  ops::ref::swiglu_forward(h_ref.data(), g.data(), u.data(), static_cast<int64_t>(n));
+  EXPECT_TRUE(h.intact());
+  EXPECT_LE(nmse(h.data(), h_ref.data(), n), kElementwiseNmse);
+}
+
+struct AttnCase { int64_t B, T, past, NH, NKV, HD; bool padding; };
+class AttentionTest : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(AttentionTest, FastMatchesReference) {
+  const auto p = GetParam();
+  const int64_t Smax = p.past + p.T + 3;  // spare cache rows must be ignored
+  ops::AttentionShape s{p.B, p.T, p.past, Smax, p.NH, p.NKV, p.HD};
+  auto q = random_vector(static_cast<size_t>(p.B * p.T * p.NH * p.HD), 8, -2, 2);
+  auto k = random_vector(static_cast<size_t>(p.B * Smax * p.NKV * p.HD), 9, -2, 2);
+  auto v = random_vector(k.size(), 10);
+  std::vector<uint8_t> valid(static_cast<size_t>(p.B * Smax), 1);
+  if (p.padding)  // right padding of row B-1: its last two positions are padding
+    for (int64_t j = p.past + p.T - 2; j < p.past + p.T; ++j) valid[static_cast<size_t>((p.B - 1) * Smax + j)] = 0;
+  Guarded out(q.size()), out_ref(q.size());
+  ops::attention_forward(out.data(), q.data(), k.data(), v.data(), valid.data(), s);
+  ops::ref::attention_forward(out_ref.data(), q.data(), k.data(), v.data(), valid.data(), s);
+  EXPECT_TRUE(out.intact());
+  EXPECT_FALSE(testing::any_nan(out.data(), out.size()));
+  EXPECT_LE(nmse(out.data(), out_ref.data(), out.size()), kReductionNmse);
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
+                         ::testing::Values(AttnCase{1, 1, 0, 1, 1, 2, false},
+                                           AttnCase{2, 7, 0, 4, 2, 8, true},
+                                           AttnCase{1, 1, 9, 9, 3, 64, false},   // decode, SmolLM2 heads
+                                           AttnCase{2, 5, 4, 6, 6, 12, true},    // MHA, past + padding
+                                           AttnCase{1, 33, 0, 8, 1, 16, false})); // MQA
+
+TEST(Attention, FirstTokenAttendsOnlyToItself) {
+  // T = 2, one head: token 0's output must be exactly v[0] (softmax over one key).
+  const float q[4] = {1, 2, 3, 4}, k[4] = {0.5f, 1, -1, 2}, v[4] = {7, 8, 9, 10};
+  float out[4];
+  ops::attention_forward(out, q, k, v, nullptr, {1, 2, 0, 2, 1, 1, 2});
+  EXPECT_FLOAT_EQ(out[0], 7);
+  EXPECT_FLOAT_EQ(out[1], 8);
+}
+
+TEST(Linear, F32FastMatchesReference) {
+  for (auto [N, R, K] : {std::tuple<int64_t, int64_t, int64_t>{1, 3, 5}, {3, 70, 36}, {17, 129, 576}}) {
+    auto x = random_vector(static_cast<size_t>(N * K), 11);
+    auto w = random_vector(static_cast<size_t>(R * K), 12);
+    auto bias = random_vector(static_cast<size_t>(R), 13);
+    ops::StoredMatrix m{DType::F32, R, K, reinterpret_cast<const uint8_t*>(w.data())};
+    Guarded y(static_cast<size_t>(N * R)), y_ref(y.size());
+    ops::linear_forward(y.data(), x.data(), m, bias.data(), N);
+    ops::ref::linear_forward(y_ref.data(), x.data(), m, bias.data(), N);
+    EXPECT_TRUE(y.intact());
+    EXPECT_LE(nmse(y.data(), y_ref.data(), y.size()), kReductionNmse) << N << "x" << R << "x" << K;
+  }
+}
+
+TEST(CrossEntropy, IgnoresNegativeTargetsAndMatchesLogSumExp) {
+  const float logits[6] = {1, 2, 3, 0, 0, 0};  // (2, 3)
+  const int64_t targets[2] = {2, -100};
+  auto r = ops::cross_entropy_sum(logits, targets, 2, 3);
+  EXPECT_EQ(r.count, 1);
+  EXPECT_NEAR(r.sum, std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace medtune
