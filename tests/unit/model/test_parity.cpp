@@ -1,0 +1,43 @@
+// The model against Hugging Face transformers' float64 reference (tests/fixtures/hf, written by
+// tools/make_reference.py): logits, loss and greedy tokens, for every committed configuration.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/parity.h"
+
+namespace medtune {
+namespace {
+
+std::vector<std::string> fixture_dirs() {
+  std::vector<std::string> dirs;
+  for (const auto& e : std::filesystem::directory_iterator(MEDTUNE_SOURCE_DIR "/tests/fixtures/hf"))
+    if (e.is_directory() && std::filesystem::exists(e.path() / "meta.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+class HfParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfParity, BaseLogitsLossAndGreedyMatchTransformers) {
+  const auto result = model::check_parity(GetParam());
+  EXPECT_TRUE(result.ok) << result.report.dump(2);
+  // The checks the tool reports must be the ones we think it makes.
+  EXPECT_LE(result.report["base_logits_max_rel_error"].get<double>(), 1e-4);
+  EXPECT_TRUE(result.report["greedy_tokens_equal"].get<bool>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(fixture_dirs()),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return std::filesystem::path(p.param).filename().string();
+                         });
+
+TEST(HfParityFixtures, AllConfigurationsArePresent) {
+  // GQA and MHA, odd sizes, tied embeddings, qwen2 bias, rope theta and llama3 scaling, mistral,
+  // explicit head_dim, and the classic config.json form.
+  const auto dirs = fixture_dirs();
+  EXPECT_GE(dirs.size(), 8u);
+}
+
+}  // namespace
+}  // namespace medtune
