@@ -118,6 +118,13 @@ CONFIGS = {
              rms_norm_eps=1e-6, tie_word_embeddings=False),
         "Llama, explicit head_dim 16 != hidden/heads (8): q_proj [64,32], k/v [32,32], o_proj [32,64]",
     ),
+    "llama_attn_bias": (
+        LlamaConfig, LlamaForCausalLM,
+        dict(vocab_size=100, hidden_size=32, intermediate_size=44, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, rope_theta=10000.0,
+             rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=True),
+        "Llama with attention_bias=True: q, k, v AND o_proj carry a bias (unlike Qwen2)",
+    ),
 }
 CLASSIC_OF = ("llama_gqa", "llama_gqa_classic_config")
 

@@ -89,7 +89,7 @@ void LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>&
       std::memcpy(vc + (b * cache.Smax + past) * row, v.data() + b * T * row, bytes);
     }
     ops::attention_forward(att.data(), q.data(), kc, vc, cache.valid.data(), shape);
-    ops::linear_forward(proj.data(), att.data(), lw.o, nullptr, N);
+    ops::linear_forward(proj.data(), att.data(), lw.o, lw.o_bias.empty() ? nullptr : lw.o_bias.data(), N);
     ops::add_inplace(x.data(), proj.data(), N * C);
 
     // --- MLP block: x += down(silu(gate(h)) * up(h)), h = rmsnorm(x)

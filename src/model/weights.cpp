@@ -68,6 +68,10 @@ ModelWeights bind_weights(const io::Checkpoint& ckpt) {
       lw.k_bias = vector_f32(ckpt, p + "self_attn.k_proj.bias");
       lw.v_bias = vector_f32(ckpt, p + "self_attn.v_proj.bias");
     }
+    // transformers' LlamaAttention gives o_proj a bias too when attention_bias is set; Qwen2's
+    // has none. open_checkpoint already checked which the architecture requires.
+    if (ckpt.tensors.count(p + "self_attn.o_proj.bias") != 0)
+      lw.o_bias = vector_f32(ckpt, p + "self_attn.o_proj.bias");
     lw.gate = matrix(ckpt, p + "mlp.gate_proj.weight");
     lw.up = matrix(ckpt, p + "mlp.up_proj.weight");
     lw.down = matrix(ckpt, p + "mlp.down_proj.weight");

@@ -14,6 +14,7 @@ struct LayerWeights {
   std::vector<float> post_attn_norm;  // (C)
   ops::StoredMatrix q, k, v, o;       // (NH*HD, C), (NKV*HD, C), (NKV*HD, C), (C, NH*HD)
   std::vector<float> q_bias, k_bias, v_bias;  // (NH*HD), (NKV*HD), (NKV*HD); empty when absent
+  std::vector<float> o_bias;  // (C): llama with attention_bias=true (not qwen2); empty when absent
   ops::StoredMatrix gate, up, down;   // (F, C), (F, C), (C, F)
 };
 
