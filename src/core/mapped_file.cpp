@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 
@@ -36,8 +37,17 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
+std::shared_ptr<MappedFile> MappedFile::from_bytes(std::string name, std::vector<uint8_t> bytes) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = std::move(name);
+  f->owned_ = std::move(bytes);
+  f->size_ = f->owned_.size();
+  f->data_ = f->owned_.empty() ? nullptr : f->owned_.data();
+  return f;
+}
+
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr && owned_.empty()) munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace medtune
