@@ -1,0 +1,228 @@
+// Causal grouped-query attention backward, training case (no KV history: past = 0, S = T).
+//
+// Derivation for one (b, query head h), kv head g = h / group, scale = 1/sqrt(HD):
+//   S = scale·Q·Kᵀ (T, T), masked entries −inf;   P = softmax_rows(S);   O = P·V
+//   dV = Pᵀ·dO                                     (O is linear in V)
+//   dP = dO·Vᵀ
+//   softmax Jacobian per row: dS_tj = P_tj·(dP_tj − Σ_i P_ti·dP_ti) = P_tj·(dP_tj − D_t)
+//     D_t = Σ_i P_ti·dP_ti = dO_t·(Σ_i P_ti·v_i) = dO_t·O_t, computed from P and dP so that O
+//     need not be saved or passed in
+//   S = scale·Q·Kᵀ  ⇒  dQ = scale·dS·K,   dK = scale·dSᵀ·Q
+// (the code folds scale into dS). Masked entries have P = 0, hence dS = 0: padded keys receive
+// nothing, and a query with no visible key (P row all zero, output zero) has dQ = 0.
+// GQA: kv head g is read by query heads [g·group, (g+1)·group), so dK_g, dV_g sum over them.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/backward.h"
+
+namespace medtune::ops {
+
+namespace {
+// Key j is visible to the query at position p when j <= p and it is not padding (as the forward).
+inline bool visible(const uint8_t* key_valid, int64_t b, int64_t Smax, int64_t j, int64_t p) {
+  return j <= p && (key_valid == nullptr || key_valid[b * Smax + j] != 0);
+}
+
+void check_training_shape(const AttentionShape& s) {
+  if (s.past != 0)
+    throw Internal("attention_backward: past = " + std::to_string(s.past) +
+                   ", but the backward supports only training (past = 0)");
+  if (s.Smax < s.T || s.NKV <= 0 || s.NH % s.NKV != 0)
+    throw Internal("attention_backward: bad shape T = " + std::to_string(s.T) + ", Smax = " +
+                   std::to_string(s.Smax) + ", NH = " + std::to_string(s.NH) +
+                   ", NKV = " + std::to_string(s.NKV));
+}
+}  // namespace
+
+namespace ref {
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                        const uint8_t* key_valid, const AttentionShape& s) {
+  check_training_shape(s);
+  const int64_t group = s.NH / s.NKV, HD = s.HD;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HD));
+  const auto qi = [&](int64_t b, int64_t t, int64_t h) { return ((b * s.T + t) * s.NH + h) * HD; };
+  const auto ki = [&](int64_t b, int64_t j, int64_t g) { return ((b * s.Smax + j) * s.NKV + g) * HD; };
+  // dk, dv accumulate over query heads and positions: in double, rounded once at the end.
+  const size_t kv_size = static_cast<size_t>(s.B * s.Smax * s.NKV * HD);
+  std::vector<double> dk_acc(kv_size, 0.0), dv_acc(kv_size, 0.0);
+  std::vector<double> p(static_cast<size_t>(s.T)), dp(static_cast<size_t>(s.T));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.NH; ++h)
+      for (int64_t t = 0; t < s.T; ++t) {
+        const int64_t g = h / group;
+        const T* qv = q + qi(b, t, h);
+        const T* dov = dout + qi(b, t, h);
+        // P row, as the forward: softmax over visible keys, all zero when none is visible.
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j <= t; ++j) {
+          p[static_cast<size_t>(j)] = 0;
+          if (!visible(key_valid, b, s.Smax, j, t)) continue;
+          double dot = 0;
+          for (int64_t d = 0; d < HD; ++d)
+            dot += static_cast<double>(qv[d]) * static_cast<double>(k[ki(b, j, g) + d]);
+          p[static_cast<size_t>(j)] = dot * scale;
+          mx = std::fmax(mx, p[static_cast<size_t>(j)]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+          if (!visible(key_valid, b, s.Smax, j, t)) continue;
+          p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx);
+          sum += p[static_cast<size_t>(j)];
+        }
+        // dP_j = dO·v_j and D = Σ_j P_j·dP_j.
+        double D = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+          if (sum > 0) p[static_cast<size_t>(j)] /= sum;
+          double dot = 0;
+          for (int64_t d = 0; d < HD; ++d)
+            dot += static_cast<double>(dov[d]) * static_cast<double>(v[ki(b, j, g) + d]);
+          dp[static_cast<size_t>(j)] = dot;
+          D += p[static_cast<size_t>(j)] * dot;
+        }
+        T* dqv = dq + qi(b, t, h);
+        std::vector<double> dq_acc(static_cast<size_t>(HD), 0.0);
+        for (int64_t j = 0; j <= t; ++j) {
+          const double pj = p[static_cast<size_t>(j)];
+          const double ds = pj * (dp[static_cast<size_t>(j)] - D) * scale;
+          for (int64_t d = 0; d < HD; ++d) {
+            dq_acc[static_cast<size_t>(d)] += ds * static_cast<double>(k[ki(b, j, g) + d]);
+            dk_acc[static_cast<size_t>(ki(b, j, g) + d)] += ds * static_cast<double>(qv[d]);
+            dv_acc[static_cast<size_t>(ki(b, j, g) + d)] += pj * static_cast<double>(dov[d]);
+          }
+        }
+        for (int64_t d = 0; d < HD; ++d) dqv[d] = static_cast<T>(dq_acc[static_cast<size_t>(d)]);
+      }
+  for (size_t i = 0; i < kv_size; ++i) {
+    dk[i] = static_cast<T>(dk_acc[i]);
+    dv[i] = static_cast<T>(dv_acc[i]);
+  }
+}
+template void attention_backward<float>(float*, float*, float*, const float*, const float*,
+                                        const float*, const float*, const uint8_t*,
+                                        const AttentionShape&);
+template void attention_backward<double>(double*, double*, double*, const double*, const double*,
+                                         const double*, const double*, const uint8_t*,
+                                         const AttentionShape&);
+}  // namespace ref
+
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                        const float* k, const float* v, const uint8_t* key_valid,
+                        const AttentionShape& s) {
+  check_training_shape(s);
+  const int64_t T = s.T, HD = s.HD, group = s.NH / s.NKV;
+  const int Ti = static_cast<int>(T), HDi = static_cast<int>(HD);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  const int64_t q_stride = s.NH * HD, kv_stride = s.NKV * HD;
+  const int qs = static_cast<int>(q_stride), kvs = static_cast<int>(kv_stride);
+  // One task per (b, query head), as the forward: B·NH tasks keep every core busy even at B = 1
+  // (one task per kv head would leave SmolLM2's B·3 tasks for all cores). With GQA several
+  // heads feed one dK_g, dV_g; rather than atomics, each head writes its own slice of a
+  // (B, T, NH, HD) scratch and a second pass sums each group in head order: deterministic, and
+  // the sum costs O(T·NH·HD), nothing next to the O(T²·NH·HD) GEMMs. MHA writes dk, dv directly.
+  const bool direct = group == 1;
+  std::vector<float> dk_heads, dv_heads;  // (B, T, NH, HD) when group > 1
+  if (!direct) {
+    dk_heads.resize(static_cast<size_t>(s.B * T * q_stride));
+    dv_heads.resize(dk_heads.size());
+  }
+  const int64_t tasks = s.B * s.NH;
+#pragma omp parallel
+  {
+    std::vector<float> P(static_cast<size_t>(T * T));   // (T, T) probabilities, then dS
+    std::vector<float> dP(static_cast<size_t>(T * T));  // (T, T)
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t b = task / s.NH, h = task % s.NH, g = h / group;
+      const float* kb = k + b * s.Smax * kv_stride + g * HD;  // (T, HD), row stride kv_stride
+      const float* vb = v + b * s.Smax * kv_stride + g * HD;
+      const float* qb = q + b * T * q_stride + h * HD;  // (T, HD), row stride q_stride
+      const float* dob = dout + b * T * q_stride + h * HD;
+      float* dqb = dq + b * T * q_stride + h * HD;
+      // This head's dK, dV (T, HD): straight into dk, dv (MHA) or into its scratch slice.
+      float* dkh = direct ? dk + b * s.Smax * kv_stride + g * HD : dk_heads.data() + b * T * q_stride + h * HD;
+      float* dvh = direct ? dv + b * s.Smax * kv_stride + g * HD : dv_heads.data() + b * T * q_stride + h * HD;
+      const int ldh = direct ? kvs : qs;
+      // P (T, T) = softmax(scale · Q · Kᵀ), recomputed exactly as the forward's fast path.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Ti, Ti, HDi, scale, qb, qs, kb, kvs,
+                  0.0f, P.data(), Ti);
+      for (int64_t t = 0; t < T; ++t) {
+        float* row = P.data() + t * T;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < T; ++j) {
+          if (visible(key_valid, b, s.Smax, j, t)) {
+            mx = std::fmax(mx, row[j]);
+          } else {
+            row[j] = -std::numeric_limits<float>::infinity();
+          }
+        }
+        float sum = 0;
+        if (mx != -std::numeric_limits<float>::infinity()) {
+          for (int64_t j = 0; j < T; ++j) {
+            row[j] = std::exp(row[j] - mx);  // exp(-inf) = 0 for hidden keys
+            sum += row[j];
+          }
+        }
+        const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+        for (int64_t j = 0; j < T; ++j) row[j] = sum > 0 ? row[j] * inv : 0.0f;
+      }
+      // dV_h (T, HD) = Pᵀ (T, T) · dO (T, HD)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Ti, HDi, Ti, 1.0f, P.data(), Ti, dob, qs,
+                  0.0f, dvh, ldh);
+      // dP (T, T) = dO (T, HD) · Vᵀ (HD, T)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Ti, Ti, HDi, 1.0f, dob, qs, vb, kvs,
+                  0.0f, dP.data(), Ti);
+      // dS = P ⊙ (dP − D)·scale, in place over P. D is summed in double (T adds per row, free
+      // next to the GEMMs) because dP − D cancels where P concentrates on few keys.
+      for (int64_t t = 0; t < T; ++t) {
+        float* pr = P.data() + t * T;
+        const float* dpr = dP.data() + t * T;
+        double D = 0;
+        for (int64_t j = 0; j <= t; ++j) D += static_cast<double>(pr[j]) * static_cast<double>(dpr[j]);
+        const float Df = static_cast<float>(D);
+        for (int64_t j = 0; j < T; ++j) pr[j] = pr[j] * (dpr[j] - Df) * scale;
+      }
+      // dQ_h (T, HD) = dS (T, T) · K (T, HD)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Ti, HDi, Ti, 1.0f, P.data(), Ti, kb,
+                  kvs, 0.0f, dqb, qs);
+      // dK_h (T, HD) = dSᵀ (T, T) · Q (T, HD)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Ti, HDi, Ti, 1.0f, P.data(), Ti, qb, qs,
+                  0.0f, dkh, ldh);
+    }
+  }
+  // Group sums (in head order) and zeros for the cache rows past T, which the forward never reads.
+  const int64_t rows = s.B * s.Smax;
+#pragma omp parallel for schedule(static) if (rows * kv_stride > 65536)
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t b = row / s.Smax, j = row % s.Smax;
+    float* dkr = dk + row * kv_stride;  // (NKV, HD)
+    float* dvr = dv + row * kv_stride;
+    if (j >= T) {
+      std::fill(dkr, dkr + kv_stride, 0.0f);
+      std::fill(dvr, dvr + kv_stride, 0.0f);
+      continue;
+    }
+    if (direct) continue;
+    const float* dks = dk_heads.data() + (b * T + j) * q_stride;  // (NH, HD)
+    const float* dvs = dv_heads.data() + (b * T + j) * q_stride;
+    for (int64_t g = 0; g < s.NKV; ++g)
+      for (int64_t d = 0; d < HD; ++d) {
+        float ak = 0, av = 0;
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          ak += dks[h * HD + d];
+          av += dvs[h * HD + d];
+        }
+        dkr[g * HD + d] = ak;
+        dvr[g * HD + d] = av;
+      }
+  }
+}
+
+}  // namespace medtune::ops
