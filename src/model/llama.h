@@ -7,6 +7,7 @@
 
 #include "io/checkpoint.h"
 #include "model/kv_cache.h"
+#include "model/lora.h"
 #include "model/weights.h"
 
 namespace medtune::model {
@@ -37,10 +38,16 @@ class LlamaModel {
   // Convenience: a fresh cache sized for `batch`, all logits (B, T, V).
   std::vector<float> logits(const Batch& batch);
 
+  // A LoRA adapter applied by every forward call from now on (null: none). Not owned.
+  void set_lora(LoraWeights* lora) { lora_ = lora; }
+  LoraWeights* lora() const { return lora_; }
+  const std::vector<float>& inv_freq() const { return inv_freq_; }
+
  private:
   io::Checkpoint ckpt_;
   ModelWeights w_;
   std::vector<float> inv_freq_;  // (HD/2)
+  LoraWeights* lora_ = nullptr;
 };
 
 }  // namespace medtune::model

@@ -27,8 +27,10 @@ struct StoredMatrix {
 //    small fp32 scratch and multiplies it with SGEMM.
 void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
 
-// dX (N, cols) = dY (N, rows) . W: the backward of linear_forward to its input (W frozen).
-void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, int64_t N);
+// dX (N, cols) (+)= dY (N, rows) . W: the backward of linear_forward to its input (W frozen).
+// accumulate: add into dx instead of overwriting it.
+void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, int64_t N,
+                           bool accumulate = false);
 
 // Rows [r0, r1) of W dequantized into out ((r1 - r0), cols).
 void dequantize_rows(float* out, const StoredMatrix& w, int64_t r0, int64_t r1);

@@ -54,11 +54,13 @@ void linear_forward(float* y, const float* x, const StoredMatrix& w, const float
   add_bias(y, bias, N, w.rows);
 }
 
-void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, int64_t N) {
+void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, int64_t N,
+                           bool accumulate) {
   const int M = static_cast<int>(N), K = static_cast<int>(w.cols), R = static_cast<int>(w.rows);
+  const float beta0 = accumulate ? 1.0f : 0.0f;
   if (w.dtype == DType::F32) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, R, 1.0f, dy, R,
-                reinterpret_cast<const float*>(w.data), K, 0.0f, dx, K);
+                reinterpret_cast<const float*>(w.data), K, beta0, dx, K);
     return;
   }
   // dx = sum over panels of dy[:, panel] . W[panel, :]; panels accumulate, so run them in order
@@ -68,7 +70,7 @@ void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, in
     const int64_t r1 = std::min(w.rows, r0 + kPanelRows);
     dequantize_rows(panel.data(), w, r0, r1);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, static_cast<int>(r1 - r0), 1.0f,
-                dy + r0, R, panel.data(), K, r0 == 0 ? 0.0f : 1.0f, dx, K);
+                dy + r0, R, panel.data(), K, r0 == 0 ? beta0 : 1.0f, dx, K);
   }
 }
 

@@ -1,0 +1,67 @@
+// One decoder layer, forward and backward, written out op by op.
+//   x_mid = x_in + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = rmsnorm(x_in)
+//   x_out = x_mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                        n2 = rmsnorm(x_mid)
+// The same code serves inference (activations overwritten layer after layer) and training
+// (activations kept per layer for the backward pass, or recomputed from x_in).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/lora.h"
+#include "model/lora_linear.h"
+#include "model/weights.h"
+#include "ops/ops.h"
+
+namespace medtune::model {
+
+// Activations of one layer for N = B*T tokens (sizes set by resize()).
+struct LayerActs {
+  std::vector<float> x_in;    // (N, C)   layer input (kept for backward / recompute)
+  std::vector<float> n1;      // (N, C)   rmsnorm(x_in)
+  std::vector<float> rstd1;   // (N)
+  std::vector<float> q;       // (N, NH, HD) after rope
+  std::vector<float> att;     // (N, NH, HD) attention output (o_proj input)
+  std::vector<float> x_mid;   // (N, C)
+  std::vector<float> n2;      // (N, C)   rmsnorm(x_mid)
+  std::vector<float> rstd2;   // (N)
+  std::vector<float> gate;    // (N, F)   gate_proj(n2), before silu
+  std::vector<float> up;      // (N, F)
+  std::vector<float> h;       // (N, F)   silu(gate) * up (down_proj input)
+  std::array<std::vector<float>, kNumProj> lora_u;  // (N, r) each: A d(x), for LoRA grads
+
+  void resize(const ModelConfig& c, int64_t N, const LoraWeights* lora, int64_t layer);
+};
+
+// What a layer needs besides its activations.
+struct LayerCall {
+  const ModelConfig& config;
+  const LayerWeights& w;
+  int64_t layer;
+  bool qk_rows_permuted;            // GGUF llama/mistral: undo after projecting
+  LoraWeights* lora;                // null: no adapter
+  uint64_t dropout_seed;            // per optimizer step (training); 0 with dropout off
+  bool training;                    // LoRA dropout active
+  const ops::AttentionShape& shape;
+  const float* cos;                 // (N, HD/2)
+  const float* sin;
+  float* k_cache;                   // (B, Smax, NKV, HD) this layer's cache
+  float* v_cache;
+  const uint8_t* key_valid;         // (B, Smax)
+
+  DropoutSite dropout(Proj p) const;
+  const LoraLinear* lora_at(Proj p) const;
+  LoraLinear* lora_at(Proj p);
+};
+
+// x (N, C): in = x_in, out = x_out. Fills acts (x_in included) and appends k, v to the cache
+// at positions [past, past + T).
+void layer_forward(const LayerCall& call, float* x, LayerActs& acts);
+
+// dx (N, C): in = dL/dx_out, out = dL/dx_in. LoRA gradients accumulate into call.lora.
+// Training only: past == 0 and Smax == T.
+void layer_backward(const LayerCall& call, float* dx, const LayerActs& acts);
+
+}  // namespace medtune::model

@@ -1,0 +1,62 @@
+// LoRA adapters on the linear projections of a Llama-family model, as PEFT defines them:
+//   y = W x + b + scaling * B (A dropout(x)),  A: (r, in), B: (out, r),
+//   scaling = alpha / r, or alpha / sqrt(r) with rsLoRA.
+// Parameters, gradients (and, in train/, AdamW moments) are fp32.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace medtune::model {
+
+// The seven projections of a decoder layer, in PEFT's module names.
+enum class Proj : int { q = 0, k, v, o, gate, up, down };
+constexpr int kNumProj = 7;
+const char* proj_name(Proj p);  // "q_proj", ..., "down_proj"
+// "q_proj" or "q" -> Proj; throws BadInput naming the valid names otherwise.
+Proj proj_from_name(const std::string& name);
+// "model.layers.3.self_attn.q_proj" / "model.layers.3.mlp.up_proj"
+std::string proj_module_path(int64_t layer, Proj p);
+// (out, in) of a projection under config c.
+std::pair<int64_t, int64_t> proj_shape(const ModelConfig& c, Proj p);
+
+struct LoraConfig {
+  int64_t r = 8;
+  double alpha = 16;
+  double dropout = 0.0;
+  bool use_rslora = false;
+  std::vector<Proj> targets;
+  double scaling() const;
+};
+
+struct LoraLinear {
+  int64_t r = 0, in = 0, out = 0;
+  std::vector<float> A;   // (r, in)
+  std::vector<float> B;   // (out, r)
+  std::vector<float> dA;  // (r, in)  gradients, accumulated by backward
+  std::vector<float> dB;  // (out, r)
+  bool enabled() const { return r > 0; }
+};
+
+struct LoraWeights {
+  LoraConfig config;
+  float scaling = 0;
+  std::vector<std::array<LoraLinear, kNumProj>> layers;  // [L][proj]
+
+  LoraLinear& at(int64_t layer, Proj p) { return layers[static_cast<size_t>(layer)][static_cast<size_t>(p)]; }
+  const LoraLinear& at(int64_t layer, Proj p) const { return layers[static_cast<size_t>(layer)][static_cast<size_t>(p)]; }
+  int64_t num_parameters() const;
+  void zero_grad();
+};
+
+// PEFT's default initialization: A ~ kaiming_uniform(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)),
+// B = 0, so the adapted model starts exactly at the base model. Deterministic in `seed`.
+LoraWeights init_lora(const ModelConfig& c, const LoraConfig& lc, uint64_t seed);
+
+}  // namespace medtune::model

@@ -1,0 +1,175 @@
+#include "model/train_step.h"
+
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/quant.h"
+#include "model/layer.h"
+#include "model/rope.h"
+#include "ops/backward.h"
+#include "ops/ops.h"
+
+namespace medtune::model {
+
+namespace {
+
+// Target rows' logits are computed this many at a time, so (rows, V) logits never exist for
+// the whole batch: 256 x 49152 x 4 B = 48 MiB for SmolLM2.
+constexpr int64_t kLossChunk = 256;
+
+struct Prepared {
+  int64_t N = 0;
+  std::vector<float> x;         // (N, C) embeddings
+  std::vector<float> cos, sin;  // (N, HD/2)
+  std::vector<uint8_t> valid;   // (B, T)
+  std::vector<int64_t> rows;    // flat indices of positions with a target
+};
+
+Prepared prepare(const LlamaModel& model, const TrainBatch& b) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  Prepared p;
+  p.N = b.B * b.T;
+  if (static_cast<int64_t>(b.ids.size()) != p.N || static_cast<int64_t>(b.targets.size()) != p.N ||
+      (!b.mask.empty() && static_cast<int64_t>(b.mask.size()) != p.N))
+    throw Internal("train batch: ids/targets/mask sizes disagree with B*T");
+  const int64_t C = c.hidden_size, V = c.vocab_size;
+  p.x.resize(static_cast<size_t>(p.N * C));
+  for (int64_t n = 0; n < p.N; ++n) {
+    const int32_t id = b.ids[static_cast<size_t>(n)];
+    if (id < 0 || id >= V) throw BadInput("token id " + std::to_string(id) + " is outside the vocabulary");
+    dequantize_row(w.embed.dtype, w.embed.row(id), p.x.data() + n * C, C);
+    const int64_t t = b.targets[static_cast<size_t>(n)];
+    if (t >= V) throw BadInput("target id " + std::to_string(t) + " is outside the vocabulary");
+    if (t >= 0) p.rows.push_back(n);
+  }
+  std::vector<int64_t> positions(static_cast<size_t>(p.N));
+  for (int64_t n = 0; n < p.N; ++n) positions[static_cast<size_t>(n)] = n % b.T;
+  p.cos.resize(static_cast<size_t>(p.N * c.head_dim / 2));
+  p.sin.resize(p.cos.size());
+  rope_tables(model.inv_freq(), positions.data(), p.N, p.cos.data(), p.sin.data());
+  p.valid = b.mask.empty() ? std::vector<uint8_t>(static_cast<size_t>(p.N), 1) : b.mask;
+  return p;
+}
+
+// Final norm + lm_head + cross-entropy over the target rows, chunked. With dx non-null also
+// the backward: dx (N, C) receives dL/dx_final (zero on rows without a target).
+double loss_head(const LlamaModel& model, const float* x, const std::vector<int64_t>& rows,
+                 const std::vector<int64_t>& targets, double scale, float* dx) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  const int64_t C = c.hidden_size, V = c.vocab_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  double loss = 0;
+  const int64_t R = static_cast<int64_t>(rows.size());
+  std::vector<float> xin, h, rstd, logits, dh, dxin;
+  std::vector<int64_t> tgt;
+  for (int64_t r0 = 0; r0 < R; r0 += kLossChunk) {
+    const int64_t n = std::min(kLossChunk, R - r0);
+    xin.resize(static_cast<size_t>(n * C));   // (n, C)
+    h.resize(xin.size());                     // (n, C)
+    rstd.resize(static_cast<size_t>(n));
+    logits.resize(static_cast<size_t>(n * V));  // (n, V)
+    tgt.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = rows[static_cast<size_t>(r0 + i)];
+      std::memcpy(xin.data() + i * C, x + row * C, static_cast<size_t>(C) * sizeof(float));
+      tgt[static_cast<size_t>(i)] = targets[static_cast<size_t>(row)];
+    }
+    ops::rmsnorm_forward(h.data(), rstd.data(), xin.data(), w.final_norm.data(), n, C, eps);
+    ops::linear_forward(logits.data(), h.data(), w.lm_head, nullptr, n);
+    loss += ops::cross_entropy_sum(logits.data(), tgt.data(), n, V).sum;
+    if (dx == nullptr) continue;
+    ops::cross_entropy_backward(logits.data(), logits.data(), tgt.data(), n, V, static_cast<float>(scale));
+    dh.resize(h.size());
+    ops::linear_backward_input(dh.data(), logits.data(), w.lm_head, n);
+    dxin.resize(h.size());
+    ops::rmsnorm_backward(dxin.data(), nullptr, dh.data(), xin.data(), w.final_norm.data(), rstd.data(), n, C);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = rows[static_cast<size_t>(r0 + i)];
+      std::memcpy(dx + row * C, dxin.data() + i * C, static_cast<size_t>(C) * sizeof(float));
+    }
+  }
+  return loss;
+}
+
+int64_t acts_bytes(const LayerActs& a) {
+  int64_t n = 0;
+  for (const auto* v : {&a.x_in, &a.n1, &a.rstd1, &a.q, &a.att, &a.x_mid, &a.n2, &a.rstd2, &a.gate, &a.up, &a.h})
+    n += static_cast<int64_t>(v->size());
+  for (const auto& u : a.lora_u) n += static_cast<int64_t>(u.size());
+  return n * 4;
+}
+
+}  // namespace
+
+TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
+                                 const TrainOptions& opt) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  const int64_t L = c.num_hidden_layers, C = c.hidden_size;
+  Prepared p = prepare(model, batch);
+  KvCache cache(c, batch.B, batch.T);  // keys/values of every layer: attention backward reads them
+  std::copy(p.valid.begin(), p.valid.end(), cache.valid.begin());
+  const ops::AttentionShape shape{batch.B, batch.T, 0, batch.T, c.num_attention_heads,
+                                  c.num_key_value_heads, c.head_dim};
+  auto call_for = [&](int64_t l) {
+    return LayerCall{c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, &lora,
+                     opt.dropout_seed, true, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
+                     cache.layer_v(l), cache.valid.data()};
+  };
+
+  // Forward, keeping every layer's activations, or only its input with checkpointing.
+  std::vector<LayerActs> saved(static_cast<size_t>(opt.gradient_checkpointing ? 1 : L));
+  std::vector<std::vector<float>> inputs(static_cast<size_t>(opt.gradient_checkpointing ? L : 0));
+  int64_t act_bytes = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    LayerActs& a = saved[static_cast<size_t>(opt.gradient_checkpointing ? 0 : l)];
+    a.resize(c, p.N, &lora, l);
+    if (opt.gradient_checkpointing) inputs[static_cast<size_t>(l)] = p.x;
+    layer_forward(call_for(l), p.x.data(), a);
+    act_bytes += opt.gradient_checkpointing ? static_cast<int64_t>(p.x.size()) * 4 : acts_bytes(a);
+  }
+
+  TrainStepResult result;
+  result.tokens = static_cast<int64_t>(p.rows.size());
+  std::vector<float> dx(static_cast<size_t>(p.N * C), 0.0f);  // (N, C) dL/dx
+  result.loss_sum = loss_head(model, p.x.data(), p.rows, batch.targets, opt.loss_scale, dx.data());
+
+  for (int64_t l = L - 1; l >= 0; --l) {
+    LayerActs& a = saved[static_cast<size_t>(opt.gradient_checkpointing ? 0 : l)];
+    if (opt.gradient_checkpointing) {  // recompute this layer's activations from its input
+      std::vector<float> x = inputs[static_cast<size_t>(l)];
+      layer_forward(call_for(l), x.data(), a);
+    }
+    layer_backward(call_for(l), dx.data(), a);
+  }
+  result.peak_activation_bytes = act_bytes + (opt.gradient_checkpointing ? acts_bytes(saved[0]) : 0) +
+                                 cache.bytes();
+  return result;
+}
+
+TrainStepResult forward_loss(LlamaModel& model, const TrainBatch& batch) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  Prepared p = prepare(model, batch);
+  KvCache cache(c, batch.B, batch.T);
+  std::copy(p.valid.begin(), p.valid.end(), cache.valid.begin());
+  const ops::AttentionShape shape{batch.B, batch.T, 0, batch.T, c.num_attention_heads,
+                                  c.num_key_value_heads, c.head_dim};
+  LayerActs a;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    a.resize(c, p.N, model.lora(), l);
+    const LayerCall call{c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, model.lora(),
+                         0, false, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
+                         cache.layer_v(l), cache.valid.data()};
+    layer_forward(call, p.x.data(), a);
+  }
+  TrainStepResult r;
+  r.tokens = static_cast<int64_t>(p.rows.size());
+  r.loss_sum = loss_head(model, p.x.data(), p.rows, batch.targets, 1.0, nullptr);
+  return r;
+}
+
+}  // namespace medtune::model

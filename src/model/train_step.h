@@ -1,0 +1,43 @@
+// One forward + backward pass of a LoRA-adapted model over a batch: the loss of the target
+// tokens and the gradients of every LoRA parameter. The base model stays frozen.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/llama.h"
+#include "model/lora.h"
+
+namespace medtune::model {
+
+struct TrainBatch {
+  int64_t B = 0, T = 0;
+  std::vector<int32_t> ids;      // (B, T)
+  std::vector<uint8_t> mask;     // (B, T) 1 = token, 0 = padding; empty = all tokens
+  // (B, T): the id that position t must predict (the next token), or -100 (prompt, padding):
+  // already shifted, so transformers' labels[t + 1] sits at targets[t].
+  std::vector<int64_t> targets;
+};
+
+struct TrainOptions {
+  // Gradients are scaled by this: 1 / (target tokens in the whole accumulated batch), so that
+  // gradient accumulation gives the mean over all of them (not a mean of per-batch means).
+  double loss_scale = 1.0;
+  bool gradient_checkpointing = false;  // keep only each layer's input; recompute in backward
+  uint64_t dropout_seed = 0;            // LoRA dropout masks for this step
+};
+
+struct TrainStepResult {
+  double loss_sum = 0;     // sum of the target tokens' cross-entropies (nats)
+  int64_t tokens = 0;      // target tokens
+  int64_t peak_activation_bytes = 0;
+};
+
+// Adds this batch's gradients (times loss_scale) into lora's dA/dB; does not zero them first.
+TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
+                                 const TrainOptions& opt);
+
+// Loss only (no gradients): for validation.
+TrainStepResult forward_loss(LlamaModel& model, const TrainBatch& batch);
+
+}  // namespace medtune::model
