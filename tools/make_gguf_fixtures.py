@@ -126,7 +126,7 @@ def add_tokenizer(w: gguf.GGUFWriter, vocab: int) -> None:
 def write_model(path: Path, arch: str, rng: np.random.Generator, *, tied: bool, bias: bool,
                 extra_kv: bool = False, rope_freqs: bool = False,
                 arch_override: str | None = None, skip_keys: tuple[str, ...] = (),
-                tensors: bool = True) -> None:
+                tensors: bool = True, overrides: dict | None = None) -> None:
     C, F, NH, NKV, L, V = 32, 32, 4, 2, 2, 32
     HD = C // NH
     w = gguf.GGUFWriter(str(path), arch_override or arch)
@@ -137,12 +137,14 @@ def write_model(path: Path, arch: str, rng: np.random.Generator, *, tied: bool, 
         "attention.head_count_kv": ("u32", NKV),
         "attention.layer_norm_rms_epsilon": ("f32", 1e-5 if arch == "llama" else 1e-6),
         "rope.freq_base": ("f32", 500000.0 if arch == "llama" else 1000000.0),
+        "rope.dimension_count": ("u32", HD),
     }
+    kv.update(overrides or {})
     for k, (t, v) in kv.items():
         if k in skip_keys:
             continue
         key = f"{arch}.{k}"
-        w.add_uint32(key, v) if t == "u32" else w.add_float32(key, v)
+        {"u32": w.add_uint32, "f32": w.add_float32, "str": w.add_string}[t](key, v)
     add_tokenizer(w, V)
     if extra_kv:  # one key of every GGUF value type, and arrays of each
         w.add_uint8("test.u8", 200)
@@ -374,6 +376,18 @@ def main() -> int:
                 bias=False, arch_override="gpt2", tensors=False)
     write_model(GGUF_DIR / "missing_key.gguf", "llama", np.random.default_rng(4), tied=False,
                 bias=False, skip_keys=("block_count",), tensors=False)
+
+    # Metadata-only llama variants for the config reader: rope choices it takes or refuses.
+    for name, ov in {
+        "partial_rotary": {"rope.dimension_count": ("u32", 4)},
+        "rope_yarn": {"rope.scaling.type": ("str", "yarn"), "rope.scaling.factor": ("f32", 4.0)},
+        "rope_llama3": {"rope.scaling.type": ("str", "llama3"), "rope.scaling.factor": ("f32", 8.0),
+                        "rope.scaling.original_context_length": ("u32", 8192),
+                        "rope.scaling.low_freq_factor": ("f32", 1.0),
+                        "rope.scaling.high_freq_factor": ("f32", 4.0)},
+    }.items():
+        write_model(GGUF_DIR / f"{name}.gguf", "llama", np.random.default_rng(6), tied=False,
+                    bias=False, tensors=False, overrides=ov)
 
     base = GGUF_DIR / "_broken_base.gguf"
     write_broken_base(base)

@@ -120,6 +120,19 @@ Checkpoint checkpoint_from_gguf(std::shared_ptr<GgufFile> gguf) {
     throw BadInput(path + ": head dimension " + std::to_string(c.head_dim) +
                    " is odd (rope needs pairs)");
   }
+  // The model ropes the whole head and uses one head size for k and v; say so if a file differs.
+  const int64_t rope_dim = g.get_int_or(a + "rope.dimension_count", c.head_dim);
+  if (rope_dim != c.head_dim) {
+    throw BadInput(path + ": metadata key '" + a + "rope.dimension_count': " +
+                   std::to_string(rope_dim) + " differs from the head dimension " +
+                   std::to_string(c.head_dim) + " (partial rotary embeddings are not supported)");
+  }
+  const int64_t value_len = g.get_int_or(a + "attention.value_length", c.head_dim);
+  if (value_len != c.head_dim) {
+    throw BadInput(path + ": metadata key '" + a + "attention.value_length': " +
+                   std::to_string(value_len) + " differs from the key length " +
+                   std::to_string(c.head_dim) + " (not supported)");
+  }
   c.rms_norm_eps = g.get_float(a + "attention.layer_norm_rms_epsilon");
   if (!(c.rms_norm_eps > 0.0)) {
     throw BadInput(path + ": metadata key '" + a + "attention.layer_norm_rms_epsilon': " +

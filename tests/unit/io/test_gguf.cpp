@@ -337,10 +337,28 @@ TEST(GgufCheckpoint, RejectsWithFileAndKey) {
   expect_bad_input(
       missing, [&] { checkpoint_from_gguf(std::make_shared<GgufFile>(GgufFile::open(missing))); },
       {"metadata key 'llama.block_count' is missing"});
+  const std::string partial = kDir + "partial_rotary.gguf";
+  expect_bad_input(partial,
+                   [&] { checkpoint_from_gguf(std::make_shared<GgufFile>(GgufFile::open(partial))); },
+                   {"metadata key 'llama.rope.dimension_count'", "partial rotary"});
+  const std::string yarn = kDir + "rope_yarn.gguf";
+  expect_bad_input(yarn,
+                   [&] { checkpoint_from_gguf(std::make_shared<GgufFile>(GgufFile::open(yarn))); },
+                   {"metadata key 'llama.rope.scaling.type'", "'yarn' is not supported"});
   const std::string wrong = kDir + "bad_wrong_type.gguf";
   const GgufFile g = GgufFile::open(wrong);
   expect_bad_input(wrong, [&] { g.get_int("llama.block_count"); },
                    {"metadata key 'llama.block_count' has type string"});
+}
+
+TEST(GgufCheckpoint, Llama3RopeScalingFromMetadata) {
+  auto g = std::make_shared<GgufFile>(GgufFile::open(kDir + "rope_llama3.gguf"));
+  const RopeScaling& r = checkpoint_from_gguf(g).config.rope_scaling;
+  EXPECT_EQ(r.type, "llama3");
+  EXPECT_EQ(r.factor, 8.0);
+  EXPECT_EQ(r.original_max_position_embeddings, 8192);
+  EXPECT_EQ(r.low_freq_factor, 1.0);
+  EXPECT_EQ(r.high_freq_factor, 4.0);
 }
 
 // ------------------------------------------------------------------ the real SmolLM2 file
