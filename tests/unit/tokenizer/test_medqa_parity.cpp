@@ -1,0 +1,107 @@
+// Every MedQA dev prompt (lm-eval medqa_4options format) encodes to HF's ids. The MedQA text
+// is not committed: set MEDTUNE_MEDQA_DEV to dev.jsonl. The fixture holds, per prompt, a hash of
+// the rendered text (so a rendering difference is reported as such) and the packed HF ids.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fixtures.h"
+#include "io/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace medtune::tokenizer {
+namespace {
+
+struct Expected {
+  uint64_t hash = 0;
+  std::vector<int32_t> ids;
+};
+
+uint64_t fnv1a64(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+int b64_digit(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+std::vector<Expected> load_expected() {
+  std::ifstream in(testing::fixture_path("smollm2_medqa_dev_ids.txt"));
+  std::vector<Expected> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ss(line);
+    std::string hash_hex, packed;
+    size_t count = 0;
+    ss >> hash_hex >> count >> packed;
+    Expected e;
+    e.hash = std::stoull(hash_hex, nullptr, 16);
+    if (packed.size() != 3 * count) throw std::runtime_error("bad packed ids in fixture");
+    for (size_t i = 0; i < packed.size(); i += 3) {
+      e.ids.push_back((b64_digit(packed[i]) << 12) | (b64_digit(packed[i + 1]) << 6) | b64_digit(packed[i + 2]));
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<std::string> render_prompts(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    const auto& o = j.at("options");
+    out.push_back("Question: " + j.at("question").get<std::string>() + "\nA. " + o.at("A").get<std::string>() +
+                  "\nB. " + o.at("B").get<std::string>() + "\nC. " + o.at("C").get<std::string>() +
+                  "\nD. " + o.at("D").get<std::string>() + "\nAnswer:");
+  }
+  return out;
+}
+
+void check_all(const Tokenizer& tok) {
+  const std::string dev = testing::env_or_empty("MEDTUNE_MEDQA_DEV");
+  const auto expected = load_expected();
+  const auto prompts = render_prompts(dev);
+  ASSERT_EQ(prompts.size(), expected.size()) << dev;
+  size_t same = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(fnv1a64(prompts[i]), expected[i].hash) << "prompt " << i << " renders differently";
+    const auto ids = tok.encode(prompts[i], false);
+    EXPECT_EQ(ids, expected[i].ids) << "prompt " << i;
+    EXPECT_EQ(tok.decode(ids), prompts[i]) << "prompt " << i;
+    same += ids == expected[i].ids;
+  }
+  EXPECT_EQ(same, prompts.size());
+  std::cout << "[medqa] " << same << "/" << prompts.size() << " prompts token-identical to HF\n";
+}
+
+TEST(TokenizerMedqa, DevPromptsMatchHuggingFaceFromTokenizerJson) {
+  if (testing::env_or_empty("MEDTUNE_MEDQA_DEV").empty()) GTEST_SKIP() << "set MEDTUNE_MEDQA_DEV";
+  check_all(*Tokenizer::from_tokenizer_json(testing::fixture_path("smollm2/tokenizer.json")));
+}
+
+TEST(TokenizerMedqa, DevPromptsMatchHuggingFaceFromGguf) {
+  if (testing::env_or_empty("MEDTUNE_MEDQA_DEV").empty()) GTEST_SKIP() << "set MEDTUNE_MEDQA_DEV";
+  const std::string path = testing::env_or_empty("MEDTUNE_SMOLLM2_GGUF");
+  if (path.empty()) GTEST_SKIP() << "set MEDTUNE_SMOLLM2_GGUF";
+  const auto gguf = io::GgufFile::open(path);
+  check_all(*Tokenizer::from_gguf(gguf));
+}
+
+}  // namespace
+}  // namespace medtune::tokenizer
