@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "model/parity.h"
+#include "train/parity.h"
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   bool all_ok = true;
   for (int i = 1; i < argc; ++i) {
     try {
-      const auto result = medtune::model::check_parity(argv[i]);
+      const auto result = medtune::train::check_parity(argv[i]);
       std::cout << result.report.dump() << "\n";
       all_ok = all_ok && result.ok;
     } catch (const medtune::BadInput& e) {

