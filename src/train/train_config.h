@@ -1,0 +1,123 @@
+// The training config of `medtune train --config run.yaml [key=value ...]`: axolotl's key names
+// (where axolotl has one) parsed at the edge into a typed, validated struct. docs/configuration.md
+// documents every key; configs/*.yaml are commented examples.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/lora.h"
+#include "train/lr_schedule.h"
+#include "train/optimizer.h"
+
+namespace medtune::train {
+
+enum class AdapterKind { kLora, kQlora };
+// How the frozen base weights are held in memory: kNone keeps the checkpoint's own dtype (a .gguf's
+// quantization stays as it is), kNf4 quantizes them to NF4 at load (QLoRA).
+enum class BaseQuant { kNone, kNf4 };
+enum class DatasetType {
+  kMedqa,  // MedQA .jsonl items (question, options, answer), rendered by prompt_format
+  kChat,   // {"messages": [{"role", "content"}, ...]} rendered by the model's chat template
+};
+// How MedQA items become text: kLmEval is lm-evaluation-harness' plain "Question: ... Answer:"
+// prompt (works for base models); kChat wraps it in the model's chat template with system_prompt.
+enum class PromptFormat { kLmEval, kChat };
+
+struct DatasetSpec {
+  std::string path;  // absolute (relative paths in the YAML resolve against the working directory)
+  DatasetType type = DatasetType::kMedqa;
+  bool operator==(const DatasetSpec&) const = default;
+};
+
+struct TrainConfig {
+  // Model and adapter.
+  std::string base_model;  // absolute path of an HF directory or a .gguf file
+  AdapterKind adapter = AdapterKind::kLora;
+  bool load_in_4bit = false;                // resolved: true exactly when adapter is qlora
+  BaseQuant base_quant = BaseQuant::kNone;  // resolved: kNf4 exactly when adapter is qlora
+  int64_t lora_r = 8;
+  double lora_alpha = 16;
+  double lora_dropout = 0.0;
+  // Resolved, in the canonical order q k v o gate up down, no repeats (lora_target_linear: all).
+  std::vector<model::Proj> lora_target_modules{model::Proj::q, model::Proj::v};
+  bool peft_use_rslora = false;
+
+  // Data.
+  std::vector<DatasetSpec> datasets;
+  std::vector<DatasetSpec> test_datasets;  // empty: validation comes from val_set_size (if any)
+  // val_set_size: at most one of these is non-zero. A fraction in (0, 1) of the training items, or
+  // a count of items; both zero: no split.
+  double val_set_fraction = 0.0;
+  int64_t val_set_count = 0;
+  int64_t sequence_len = 512;
+  bool sample_packing = false;
+  bool group_by_length = false;
+  bool train_on_inputs = false;  // false: loss on the completion (answer) tokens only
+  PromptFormat prompt_format = PromptFormat::kLmEval;
+  std::string system_prompt = "You are a clinician; choose the single best option.";
+
+  // Optimization.
+  int64_t micro_batch_size = 1;
+  int64_t gradient_accumulation_steps = 1;
+  double num_epochs = 1;
+  int64_t max_steps = -1;  // > 0 overrides num_epochs (transformers' semantics)
+  double learning_rate = 2e-4;
+  ScheduleKind lr_scheduler = ScheduleKind::kCosine;
+  int64_t warmup_steps = 0;
+  std::optional<double> warmup_ratio;  // set: warmup is ratio * total steps (warmup_steps is 0)
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;  // 0: no clipping
+  bool gradient_checkpointing = false;
+  int64_t seed = 42;
+
+  // Run control.
+  std::string output_dir;        // absolute; default "./outputs/run" under the working directory
+  int64_t save_steps = 0;        // 0: save only at the end
+  int64_t save_total_limit = 3;  // 0: keep every checkpoint
+  int64_t eval_steps = 0;        // 0: never
+  int64_t logging_steps = 1;
+  int64_t num_threads = 0;             // 0: all cores
+  int64_t max_runtime_s = 0;           // 0: no limit
+  std::string resume_from_checkpoint;  // "": start fresh; "auto": latest in output_dir; else a path
+
+  // Why an accepted key does nothing (bf16 on the CPU, ...) or an odd combination; the trainer
+  // logs these. Not a setting: to_json / to_yaml leave it out.
+  std::vector<std::string> warnings;
+
+  bool operator==(const TrainConfig&) const = default;
+};
+
+// Reads the YAML file, applies the `key=value` overrides (values parsed as YAML scalars or flow
+// sequences: `lora_r=16`, `lora_target_modules=[q_proj,v_proj]`, `learning_rate=1e-4`), validates
+// and resolves. Throws BadInput naming the file and line (or "command line") and the key: unknown
+// keys (with a suggestion), wrong types, values out of range, missing or contradictory keys, and
+// axolotl keys that medtune does not support and that would change the result (deepspeed, fsdp...).
+// File paths are not checked for existence here; the trainer opens them.
+TrainConfig load_train_config(const std::string& yaml_path,
+                              const std::vector<std::string>& overrides = {});
+
+// The resolved config as JSON (written to the run directory for provenance). It is also a valid
+// config: YAML is a superset of JSON, so load_train_config reads it back to an equal TrainConfig.
+nlohmann::json to_json(const TrainConfig& cfg);
+// The resolved config as YAML, every key explicit; load_train_config reads it back to an equal
+// config.
+std::string to_yaml(const TrainConfig& cfg);
+
+// The parts other components take.
+model::LoraConfig lora_config(const TrainConfig& cfg);
+AdamWConfig adamw_config(const TrainConfig& cfg);
+
+std::string_view adapter_name(AdapterKind a);
+std::string_view base_quant_name(BaseQuant q);
+std::string_view dataset_type_name(DatasetType t);
+std::string_view prompt_format_name(PromptFormat f);
+
+}  // namespace medtune::train
