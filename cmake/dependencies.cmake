@@ -4,6 +4,12 @@
 find_package(OpenMP REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
+# yaml-cpp (libyaml-cpp-dev) reads training configs (src/train/train_config.cpp); Debian's 0.7
+# exports the target `yaml-cpp`.
+find_package(yaml-cpp REQUIRED)
+# PCRE2 (libpcre2-dev) runs the tokenizer pre-tokenizer regexes with Unicode properties.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 
 # Debian installs each OpenBLAS variant in its own folder; prefer the OpenMP one.
 find_library(OPENBLAS_LIB NAMES openblas
@@ -21,7 +27,7 @@ message(STATUS "BLAS: ${OPENBLAS_LIB} (headers ${CBLAS_INCLUDE_DIR})")
 add_library(medtune_deps INTERFACE)
 target_include_directories(medtune_deps SYSTEM INTERFACE ${CBLAS_INCLUDE_DIR})
 target_link_libraries(medtune_deps INTERFACE ${OPENBLAS_LIB} OpenMP::OpenMP_CXX
-  nlohmann_json::nlohmann_json Threads::Threads)
+  nlohmann_json::nlohmann_json Threads::Threads PkgConfig::PCRE2 yaml-cpp)
 if(MEDTUNE_NATIVE)
   target_compile_options(medtune_deps INTERFACE -march=native)
 endif()
@@ -30,3 +36,6 @@ if(MEDTUNE_SANITIZE)
     -fno-sanitize-recover=undefined)
   target_link_options(medtune_deps INTERFACE -fsanitize=address,undefined)
 endif()
+
+# Command-line parsing for apps/ only.
+find_package(CLI11 2.1 REQUIRED)
