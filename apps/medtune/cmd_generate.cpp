@@ -1,9 +1,10 @@
-// medtune generate MODEL -p TEXT [--chat] [--system S] [-n N] [--temperature T] [--top-k K]
+// medtune generate MODEL -p TEXT [--chat] [--system S] [--adapter DIR] [-n N] [--temperature T] [--top-k K]
 //                  [--top-p P] [--seed S]
 // Streams the answer to stdout as it is produced, never splitting a UTF-8 character.
 #include <iostream>
 #include <memory>
 
+#include "adapter_loading.h"
 #include "commands.h"
 #include "model/generate.h"
 #include "model/llama.h"
@@ -15,7 +16,7 @@ namespace medtune::cli {
 
 void add_generate_command(CLI::App& app) {
   struct Args {
-    std::string model, prompt, system;
+    std::string model, prompt, system, adapter;
     bool chat = false;
     int64_t max_new_tokens = 128;
     model::SamplingParams sampling;
@@ -26,6 +27,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->required();
   cmd->add_flag("--chat", args->chat, "Wrap the prompt as a user message in the model's chat template");
   cmd->add_option("--system", args->system, "System message (with --chat)");
+  cmd->add_option("--adapter", args->adapter, "PEFT LoRA adapter directory to apply");
   cmd->add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate at most")->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy (default)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", args->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
@@ -49,6 +51,7 @@ void add_generate_command(CLI::App& app) {
       prompt = tok->encode(args->prompt, true);
     }
     model::LlamaModel model(std::move(ckpt));
+    const auto lora = attach_adapter(model, args->adapter);
     model::GenerateOptions opt;
     opt.max_new_tokens = args->max_new_tokens;
     opt.sampling = args->sampling;

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   medtune::cli::add_info_command(app);
   medtune::cli::add_tokenize_command(app);
   medtune::cli::add_generate_command(app);
+  medtune::cli::add_train_command(app);
+  medtune::cli::add_eval_command(app);
   app.parse_complete_callback([&] {
     if (threads > 0) omp_set_num_threads(threads);
   });

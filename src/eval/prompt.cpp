@@ -1,0 +1,174 @@
+#include "eval/prompt.h"
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace medtune::eval {
+
+PromptFormat parse_prompt_format(const std::string& name) {
+  if (name == "lm_eval") return PromptFormat::lm_eval;
+  if (name == "chat") return PromptFormat::chat;
+  if (name == "custom") return PromptFormat::custom;
+  throw BadInput("unknown prompt format '" + name + "' (valid: lm_eval, chat, custom)");
+}
+
+const char* prompt_format_name(PromptFormat f) {
+  switch (f) {
+    case PromptFormat::lm_eval: return "lm_eval";
+    case PromptFormat::chat: return "chat";
+    case PromptFormat::custom: return "custom";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw BadInput(path + ": cannot open the prompt template");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Replaces every "{name}" in `text`; an unknown "{...}" is an error naming it, so a typo in a
+// template is not silently left in every prompt.
+std::string substitute(const std::string& text, const std::string& origin,
+                       const std::vector<std::pair<std::string, std::string>>& values) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == '{') {
+      const size_t close = text.find('}', i);
+      if (close == std::string::npos) throw BadInput(origin + ": unclosed '{' at byte " + std::to_string(i));
+      const std::string key = text.substr(i + 1, close - i - 1);
+      bool found = false;
+      for (const auto& [k, v] : values)
+        if (k == key) {
+          out += v;
+          found = true;
+          break;
+        }
+      if (!found)
+        throw BadInput(origin + ": unknown placeholder '{" + key +
+                       "}' (valid: {question}, {options}, {A}, {B}, ...)");
+      i = close + 1;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PromptRenderer::PromptRenderer(PromptOptions options, const tokenizer::Tokenizer& tok,
+                               std::optional<tokenizer::ChatTemplate> chat_template)
+    : opt_(std::move(options)), tok_(tok), chat_(std::move(chat_template)) {
+  if (opt_.format == PromptFormat::chat && !chat_)
+    throw BadInput("prompt format 'chat' needs the model's chat template, and it has none");
+  if (opt_.format == PromptFormat::chat && opt_.fewshot_k > 0)
+    throw BadInput("few-shot examples are not supported with the chat prompt format");
+  if (opt_.format == PromptFormat::custom) {
+    if (opt_.custom_template_path.empty()) throw BadInput("prompt format 'custom' needs --prompt-template FILE");
+    custom_template_ = read_text_file(opt_.custom_template_path);
+  }
+  if (opt_.fewshot_k > 0) {
+    if (opt_.fewshot_pool.empty()) throw BadInput("--fewshot needs a pool file (--fewshot-pool)");
+    const McqSet pool = read_mcq_jsonl(opt_.fewshot_pool, false);
+    if (static_cast<int64_t>(pool.items.size()) < opt_.fewshot_k)
+      throw BadInput(opt_.fewshot_pool + ": " + std::to_string(pool.items.size()) +
+                     " questions, fewer than the " + std::to_string(opt_.fewshot_k) + " few-shot examples asked for");
+    // The same k examples for every question of the run, drawn by a seeded partial Fisher-Yates
+    // (std::shuffle's algorithm is implementation-defined; this is not).
+    std::vector<size_t> idx(pool.items.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::mt19937_64 rng(opt_.fewshot_seed);
+    for (int k = 0; k < opt_.fewshot_k; ++k) {
+      const size_t j = static_cast<size_t>(k) + static_cast<size_t>(rng() % (idx.size() - static_cast<size_t>(k)));
+      std::swap(idx[static_cast<size_t>(k)], idx[j]);
+      const McqItem& ex = pool.items[idx[static_cast<size_t>(k)]];
+      fewshot_prefix_ += context_text(ex) + " " + option_letter(ex.answer) + "\n\n";
+    }
+  }
+}
+
+std::string PromptRenderer::question_body(const McqItem& item) const {
+  std::string s = item.question;
+  for (size_t i = 0; i < item.options.size(); ++i)
+    s += "\n" + option_letter(static_cast<int>(i)) + ". " + item.options[i];
+  return s;
+}
+
+std::string PromptRenderer::context_text(const McqItem& item) const {
+  switch (opt_.format) {
+    case PromptFormat::lm_eval:
+      return "Question: " + question_body(item) + "\nAnswer:";
+    case PromptFormat::chat: {
+      std::vector<tokenizer::ChatMessage> messages;
+      if (!opt_.system_prompt.empty()) messages.push_back({"system", opt_.system_prompt});
+      messages.push_back({"user", question_body(item) + "\nAnswer with the letter of the single best option."});
+      const std::string bos = tok_.bos_id() >= 0 ? tok_.token_piece(tok_.bos_id()) : "";
+      const std::string eos = tok_.eos_id() >= 0 ? tok_.token_piece(tok_.eos_id()) : "";
+      return chat_->apply(messages, true, bos, eos);
+    }
+    case PromptFormat::custom: {
+      std::vector<std::pair<std::string, std::string>> values{{"question", item.question}};
+      std::string options;
+      for (size_t i = 0; i < item.options.size(); ++i) {
+        options += (i ? "\n" : "") + option_letter(static_cast<int>(i)) + ". " + item.options[i];
+        values.emplace_back(option_letter(static_cast<int>(i)), item.options[i]);
+      }
+      values.emplace_back("options", options);
+      return substitute(custom_template_, opt_.custom_template_path, values);
+    }
+  }
+  return {};
+}
+
+RenderedQuestion PromptRenderer::render(const McqItem& item) const {
+  RenderedQuestion r;
+  r.context = fewshot_prefix_ + context_text(item);
+  // In the chat format the letter is the assistant's first token, with no leading space.
+  const std::string sep = opt_.format == PromptFormat::chat ? "" : " ";
+  for (size_t i = 0; i < item.options.size(); ++i) {
+    r.letter_continuations.push_back(sep + option_letter(static_cast<int>(i)));
+    r.text_continuations.push_back(sep + item.options[i]);
+  }
+  return r;
+}
+
+std::vector<int32_t> PromptRenderer::continuation(const std::string& context,
+                                                  const std::string& cont) const {
+  // lm-eval's _encode_pair: encode the whole, keep what follows the context's tokens. Chat
+  // prompts carry their special tokens in the text, so the post-processor adds nothing there.
+  const bool special = opt_.format != PromptFormat::chat;
+  const auto whole = tok_.encode(context + cont, special);
+  const auto ctx = tok_.encode(context, special);
+  if (whole.size() <= ctx.size() || !std::equal(ctx.begin(), ctx.end() - 1, whole.begin()))
+    // The context's last token merged with the continuation: score the continuation on its own.
+    return tok_.encode(cont, false);
+  return std::vector<int32_t>(whole.begin() + static_cast<std::ptrdiff_t>(ctx.size()), whole.end());
+}
+
+TokenizedQuestion PromptRenderer::tokenize(const McqItem& item, bool with_option_text) const {
+  const RenderedQuestion r = render(item);
+  TokenizedQuestion t;
+  t.context = tok_.encode(r.context, opt_.format != PromptFormat::chat);
+  for (const auto& c : r.letter_continuations) t.letter_tokens.push_back(continuation(r.context, c));
+  if (with_option_text)
+    for (const auto& c : r.text_continuations) t.text_tokens.push_back(continuation(r.context, c));
+  return t;
+}
+
+void PromptRenderer::training_example(const McqItem& item, std::vector<int32_t>& context,
+                                      std::vector<int32_t>& answer) const {
+  const RenderedQuestion r = render(item);
+  context = tok_.encode(r.context, opt_.format != PromptFormat::chat);
+  answer = continuation(r.context, r.letter_continuations[static_cast<size_t>(item.answer)]);
+}
+
+}  // namespace medtune::eval

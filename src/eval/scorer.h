@@ -1,0 +1,40 @@
+// Scoring multiple-choice questions by log-likelihood, as lm-evaluation-harness does:
+//   letter  the log-probability of each option's letter continuation (" A" ..) after the prompt;
+//           prediction = argmax. One forward pass over the prompt serves every option.
+//   text    the summed log-probability of each option's text as the continuation; acc = argmax,
+//           acc_norm = argmax of loglik / (characters of the option), lm-eval's definitions.
+//           The prompt is computed once; its keys/values are copied into one cache row per
+//           option and all options continue from there in one batched pass.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "eval/metrics.h"
+#include "eval/prompt.h"
+#include "model/llama.h"
+
+namespace medtune::eval {
+
+enum class Scoring { letter, text };
+Scoring parse_scoring(const std::string& name);
+
+struct ScoredQuestion {
+  QuestionResult result;
+  int64_t context_tokens = 0;
+};
+
+// Scores one question.
+ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& prompts,
+                              const McqItem& item, Scoring scoring);
+
+// Scores every item in order; `progress(done, total)` after each (may be empty).
+std::vector<QuestionResult> score_questions(
+    model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
+    Scoring scoring, const std::function<void(size_t, size_t)>& progress = {});
+
+// Accuracy of letter scoring over `items`: the validation metric of training.
+double letter_accuracy(model::LlamaModel& model, const PromptRenderer& prompts,
+                       const std::vector<McqItem>& items);
+
+}  // namespace medtune::eval
