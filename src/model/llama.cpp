@@ -11,6 +11,14 @@
 
 namespace medtune::model {
 
+void check_sliding_window(const ModelConfig& c, int64_t length) {
+  if (c.sliding_window > 0 && length > c.sliding_window)
+    throw BadInput("sequence of " + std::to_string(length) + " tokens exceeds the model's sliding_window (" +
+                   std::to_string(c.sliding_window) +
+                   "); medtune attends causally to all positions, which equals sliding-window "
+                   "attention only up to the window (docs/decisions/mistral-sliding-window.md)");
+}
+
 LlamaModel::LlamaModel(io::Checkpoint ckpt) : ckpt_(std::move(ckpt)) {
   w_ = bind_weights(ckpt_);
   inv_freq_ = rope_inv_freq(ckpt_.config);
@@ -32,6 +40,7 @@ void LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>&
     throw Internal("forward: ids size " + std::to_string(batch.ids.size()) + " != B*T");
   if (cache.B != B || past + T > cache.Smax)
     throw Internal("forward: KV cache too small for this batch");
+  check_sliding_window(c, past + T);
 
   std::vector<float> x(static_cast<size_t>(N * C));  // residual stream (N, C)
   for (int64_t n = 0; n < N; ++n) {

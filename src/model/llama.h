@@ -19,6 +19,10 @@ struct Batch {
   std::vector<uint8_t> mask;   // (B, T): 1 = token, 0 = padding; empty = all tokens
 };
 
+// Refuses sequences longer than a sliding window (Mistral v0.1), which plain causal attention
+// would compute differently from transformers.
+void check_sliding_window(const ModelConfig& c, int64_t length);
+
 class LlamaModel {
  public:
   // Takes ownership of the checkpoint (its mappings back the weights).

@@ -35,6 +35,7 @@ Prepared prepare(const LlamaModel& model, const TrainBatch& b) {
       (!b.mask.empty() && static_cast<int64_t>(b.mask.size()) != p.N))
     throw Internal("train batch: ids/targets/mask sizes disagree with B*T");
   const int64_t C = c.hidden_size, V = c.vocab_size;
+  check_sliding_window(c, b.T);
   p.x.resize(static_cast<size_t>(p.N * C));
   for (int64_t n = 0; n < p.N; ++n) {
     const int32_t id = b.ids[static_cast<size_t>(n)];

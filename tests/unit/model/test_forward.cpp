@@ -60,3 +60,17 @@ TEST(Forward, TokenOutsideVocabularyIsBadInput) {
 
 }  // namespace
 }  // namespace medtune
+
+namespace medtune {
+namespace {
+
+TEST(Forward, SequenceLongerThanSlidingWindowIsRefused) {
+  // The mistral fixture declares sliding_window 32: 32 tokens are exact causal attention, 33 are not.
+  model::LlamaModel m(io::open_checkpoint(MEDTUNE_SOURCE_DIR "/tests/fixtures/hf/mistral/base"));
+  ASSERT_EQ(m.config().sliding_window, 32);
+  EXPECT_NO_THROW(m.logits(model::Batch{1, 32, std::vector<int32_t>(32, 5), {}}));
+  EXPECT_THROW(m.logits(model::Batch{1, 33, std::vector<int32_t>(33, 5), {}}), BadInput);
+}
+
+}  // namespace
+}  // namespace medtune

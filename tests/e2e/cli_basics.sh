@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The medtune binary as a user drives it: good input works, bad input exits 2 with a message
+# naming the file/line/field. Usage (CTest): cli_basics.sh MEDTUNE_BIN PARITY_BIN
+set -u
+MT=$1
+PARITY=$2
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect RC PATTERN -- CMD...: runs CMD, checks its exit code and that stdout+stderr match PATTERN.
+expect() {
+  local want_rc=$1 pattern=$2
+  shift 3
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want_rc" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: $* -> rc $rc (want $want_rc), output:"
+    echo "$out" | head -20
+    fail=1
+  else
+    echo "ok: $*"
+  fi
+}
+
+TINY=tests/fixtures/hf/llama_gqa/base
+expect 0 "medtune 0\." -- "$MT" --version
+expect 0 '"architecture": "llama"' -- "$MT" info "$TINY" --json
+expect 0 "parameters" -- "$MT" info tests/fixtures/hf/qwen2_bias/base
+expect 2 "/nonexistent" -- "$MT" info /nonexistent
+expect 2 "bad_magic.gguf" -- "$MT" info tests/fixtures/gguf/bad_magic.gguf
+expect 2 "truncated" -- "$MT" info tests/fixtures/gguf/bad_truncated_data.gguf
+expect 2 "unsupported architecture" -- "$MT" info tests/fixtures/gguf/unsupported_arch.gguf
+expect 2 "RequiredError|required" -- "$MT" info
+expect 2 "subcommand" -- "$MT"
+expect 0 '"ok":true' -- "$PARITY" tests/fixtures/hf/llama_gqa
+expect 2 "cannot open|No such|no such" -- "$PARITY" "$tmp/none"
+
+# A malformed question file: the error names the file and the line.
+printf '%s\n' '{"question": "q?", "options": {"A": "a", "B": "b", "C": "c", "D": "d"}, "answer_idx": "B"}' \
+  '{"question": "q2?", "options": {"A": "a", "B": "b", "C": "c", "D": "d"}, "answer_idx": "F"}' > "$tmp/bad.jsonl"
+
+MODEL=${MEDTUNE_SMOLLM2_GGUF:-}
+if [ -n "$MODEL" ] && [ -f "$MODEL" ]; then
+  expect 2 "bad.jsonl:2" -- "$MT" eval "$MODEL" --data "$tmp/bad.jsonl" --out "$tmp/e0" -q
+  expect 0 '"ids":\[' -- "$MT" tokenize "$MODEL" "Aspirin irreversibly inhibits COX-1" --json
+  expect 0 "." -- "$MT" generate "$MODEL" -p "The heart has four" -n 4
+  expect 0 "accuracy" -- "$MT" eval "$MODEL" --data data/sample/medqa_dev.jsonl --limit 6 --out "$tmp/e1" -q
+  expect 0 "accuracy" -- "$MT" eval "$MODEL" --data data/sample/medqa_dev.jsonl --limit 6 --format chat --out "$tmp/e2" -q
+  for f in report.json report.html predictions.jsonl; do
+    [ -s "$tmp/e1/$f" ] && echo "ok: eval wrote $f" || { echo "FAIL: eval did not write $f"; fail=1; }
+  done
+  expect 0 "McNemar|mcnemar" -- "$MT" eval --compare "$tmp/e1" "$tmp/e2"
+  expect 2 "unknown prompt format" -- "$MT" eval "$MODEL" --data data/sample/medqa_dev.jsonl --format nope -q
+else
+  echo "skip: real-model checks (MEDTUNE_SMOLLM2_GGUF not set)"
+fi
+exit $fail
