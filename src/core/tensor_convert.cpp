@@ -40,7 +40,7 @@ std::vector<double> tensor_to_f64(const RawTensor& t) {
     for (size_t i = 0; i < out.size(); ++i) {
       float f;
       std::memcpy(&f, t.data + i * 4, 4);
-      out[i] = f;
+      out[i] = static_cast<double>(f);
     }
   } else {
     wrong_dtype(t, "F32 or F64");

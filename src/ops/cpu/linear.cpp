@@ -29,7 +29,12 @@ void dequantize_rows(float* out, const StoredMatrix& w, int64_t r0, int64_t r1) 
 
 void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N) {
   const int M = static_cast<int>(N), K = static_cast<int>(w.cols), R = static_cast<int>(w.rows);
-  if (w.dtype == DType::F32) {
+  if (w.dtype == DType::F32 && N == 1) {
+    // One token: OpenBLAS 0.3.21's sgemm is 6-7x slower than its sgemv at M = 1
+    // (docs/decisions/blas.md).
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, R, K, 1.0f, reinterpret_cast<const float*>(w.data), K,
+                x, 1, 0.0f, y, 1);
+  } else if (w.dtype == DType::F32) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, R, K, 1.0f, x, K,
                 reinterpret_cast<const float*>(w.data), K, 0.0f, y, R);
   } else if (N <= kGemvMaxTokens) {

@@ -7,6 +7,7 @@
 //    error ~ sqrt(K) * 2^-24 in practice; for K <= 4096 that is ~4e-6, NMSE ~ 2e-11.
 #include <gtest/gtest.h>
 
+#include "core/half.h"
 #include "ops/linear.h"
 #include "ops/ops.h"
 #include "support/buffers.h"
@@ -121,6 +122,24 @@ TEST(Linear, F32FastMatchesReference) {
     ops::ref::linear_forward(y_ref.data(), x.data(), m, bias.data(), N);
     EXPECT_TRUE(y.intact());
     EXPECT_LE(nmse(y.data(), y_ref.data(), y.size()), kReductionNmse) << N << "x" << R << "x" << K;
+  }
+}
+
+TEST(Linear, StoredF16BothFastPathsMatchReference) {
+  // N <= 4 takes the fused dequantize-and-dot path, N > 4 the dequantized panel + SGEMM path;
+  // 129 rows are not a multiple of the 64-row panel.
+  const int64_t R = 129, K = 576;
+  auto wf = random_vector(static_cast<size_t>(R * K), 14);
+  std::vector<uint16_t> w16(wf.size());
+  for (size_t i = 0; i < wf.size(); ++i) w16[i] = f32_to_f16(wf[i]);
+  ops::StoredMatrix m{DType::F16, R, K, reinterpret_cast<const uint8_t*>(w16.data())};
+  for (int64_t N : {1, 3, 17}) {
+    auto x = random_vector(static_cast<size_t>(N * K), 15);
+    Guarded y(static_cast<size_t>(N * R)), y_ref(y.size());
+    ops::linear_forward(y.data(), x.data(), m, nullptr, N);
+    ops::ref::linear_forward(y_ref.data(), x.data(), m, nullptr, N);
+    EXPECT_TRUE(y.intact());
+    EXPECT_LE(nmse(y.data(), y_ref.data(), y.size()), kReductionNmse) << "N=" << N;
   }
 }
 
