@@ -1,0 +1,231 @@
+// medtune train --config run.yaml [key=value ...] [--dry-run]
+// Opens the model and tokenizer, renders the datasets into token ids (MedQA items through the
+// prompt renderer, conversations through the chat template), and hands them to the training loop
+// (train/trainer.h). --dry-run stops after planning: resolved config, dataset sizes, steps and a
+// memory estimate.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "commands.h"
+#include "core/error.h"
+#include "eval/medqa.h"
+#include "eval/prompt.h"
+#include "eval/scorer.h"
+#include "io/checkpoint.h"
+#include "model/llama.h"
+#include "model_files.h"
+#include "tokenizer/chat_template.h"
+#include "train/data.h"
+#include "train/metrics_log.h"
+#include "train/progress.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
+
+namespace medtune::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Everything the datasets turn into: examples, and for the validation set the MedQA items too
+// (letter accuracy scores items, not examples).
+struct LoadedData {
+  train::TrainData data;
+  std::vector<eval::McqItem> val_items;
+  int64_t truncated = 0;
+};
+
+struct Renderers {
+  const tokenizer::Tokenizer& tok;
+  std::optional<tokenizer::ChatTemplate> chat;
+  std::unique_ptr<eval::PromptRenderer> prompts;
+  std::string bos, eos;
+};
+
+// Examples of one dataset file; MedQA items are appended to `items` in the same order.
+void load_dataset(const train::DatasetSpec& spec, Renderers& r, std::vector<train::Example>& out,
+                  std::vector<std::optional<eval::McqItem>>& items) {
+  if (spec.type == train::DatasetType::kMedqa) {
+    const eval::McqSet set = eval::read_mcq_jsonl(spec.path, false);
+    for (const auto& item : set.items) {
+      train::Example ex;
+      ex.source = spec.path + ":" + std::to_string(item.line);
+      r.prompts->training_example(item, ex.context, ex.answer);
+      out.push_back(std::move(ex));
+      items.emplace_back(item);
+    }
+    return;
+  }
+  if (!r.chat) throw BadInput(spec.path + ": a chat dataset needs the model's chat template, and it has none");
+  const auto records = train::read_chat_jsonl(spec.path);
+  auto apply = [&](const std::vector<tokenizer::ChatMessage>& m, bool gen) {
+    return r.chat->apply(m, gen, r.bos, r.eos);
+  };
+  // The template writes BOS itself where the model wants one: no post-processor tokens.
+  auto encode = [&](const std::string& text) { return r.tok.encode(text, false); };
+  for (const auto& rec : records) {
+    out.push_back(train::chat_example(rec, apply, encode));
+    items.emplace_back(std::nullopt);
+  }
+}
+
+LoadedData load_data(const train::TrainConfig& cfg, Renderers& r) {
+  LoadedData ld;
+  std::vector<train::Example> all;
+  std::vector<std::optional<eval::McqItem>> all_items;
+  for (const auto& spec : cfg.datasets) load_dataset(spec, r, all, all_items);
+  if (!cfg.test_datasets.empty()) {
+    ld.data.train = std::move(all);
+    std::vector<std::optional<eval::McqItem>> val_items;
+    for (const auto& spec : cfg.test_datasets) load_dataset(spec, r, ld.data.val, val_items);
+    for (auto& it : val_items)
+      if (it) ld.val_items.push_back(std::move(*it));
+  } else {
+    const auto split = train::split_validation(static_cast<int64_t>(all.size()), cfg.val_set_fraction,
+                                               cfg.val_set_count, static_cast<uint64_t>(cfg.seed));
+    for (int64_t i : split.train) ld.data.train.push_back(std::move(all[static_cast<size_t>(i)]));
+    for (int64_t i : split.val) {
+      ld.data.val.push_back(std::move(all[static_cast<size_t>(i)]));
+      if (all_items[static_cast<size_t>(i)]) ld.val_items.push_back(*all_items[static_cast<size_t>(i)]);
+    }
+  }
+  for (auto* set : {&ld.data.train, &ld.data.val})
+    for (auto& ex : *set) ld.truncated += train::truncate_left(ex, cfg.sequence_len) > 0 ? 1 : 0;
+  const int32_t pad = r.tok.pad_id() >= 0 ? r.tok.pad_id() : std::max(r.tok.eos_id(), 0);
+  ld.data.pad_id = pad;
+  return ld;
+}
+
+int64_t checkpoint_bytes(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return static_cast<int64_t>(fs::file_size(path, ec));
+  int64_t total = 0;
+  for (const auto& e : fs::directory_iterator(path, ec))
+    if (e.path().extension() == ".safetensors") total += static_cast<int64_t>(e.file_size(ec));
+  return total;
+}
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+// The memory the run will need, from the model shape and the config; fp32 throughout (CPU).
+void print_memory_plan(const train::TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
+                       int64_t weight_bytes) {
+  const double f = 4.0;  // bytes per fp32
+  const auto N = static_cast<double>(cfg.micro_batch_size * cfg.sequence_len);
+  const auto C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
+  const auto L = static_cast<double>(c.num_hidden_layers);
+  const auto qdim = static_cast<double>(c.num_attention_heads * c.head_dim);
+  const auto kvdim = static_cast<double>(c.num_key_value_heads * c.head_dim);
+  double lora_r_total = 0;  // sum of r over the adapted projections of a layer
+  for (const auto& ll : lora.layers.front()) lora_r_total += static_cast<double>(ll.r);
+  // model/layer.h LayerActs: x_in, n1, x_mid, n2 (C each), rstd1, rstd2 (1 each), q, att (NH*HD
+  // each), gate, up, h (F each), lora_u (r per adapted projection).
+  const double layer_acts = N * f * (4 * C + 2 + 2 * qdim + 3 * F + lora_r_total);
+  const double kv = L * N * f * 2 * kvdim;  // keys and values of every layer (training: Smax = T)
+  const double acts_full = L * layer_acts;
+  const double acts_ckpt = L * N * f * C + layer_acts;  // each layer's input + one layer recomputed
+  const double params = static_cast<double>(lora.num_parameters()) * f;
+  const double acts = cfg.gradient_checkpointing ? acts_ckpt : acts_full;
+  std::cout << "memory plan (fp32 CPU; micro_batch_size " << cfg.micro_batch_size << " x sequence_len "
+            << cfg.sequence_len << "):\n"
+            << "  base weights (mapped, file)  " << mib(static_cast<double>(weight_bytes)) << "\n"
+            << "  LoRA parameters              " << mib(params) << "\n"
+            << "  LoRA gradients               " << mib(params) << "\n"
+            << "  AdamW moments (m, v)         " << mib(2 * params) << "\n"
+            << "  activations                  " << mib(acts) << (cfg.gradient_checkpointing ? " (checkpointing on; off: " + mib(acts_full) + ")" : " (checkpointing off; on: " + mib(acts_ckpt) + ")") << "\n"
+            << "  keys/values                  " << mib(kv) << "\n"
+            << "  total (excluding the loss head's logits chunk) "
+            << mib(static_cast<double>(weight_bytes) + 4 * params + acts + kv) << "\n";
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  struct Args {
+    std::string config;
+    std::vector<std::string> overrides;
+    bool dry_run = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("train", "Fine-tune a LoRA adapter from an axolotl-style YAML config");
+  cmd->add_option("-c,--config", args->config, "Training config (YAML)")->required();
+  cmd->add_option("overrides", args->overrides, "key=value settings that override the config");
+  cmd->add_flag("--dry-run", args->dry_run, "Print the resolved config, data sizes, steps and memory plan; do not train");
+  cmd->callback([args] {
+    const train::TrainConfig cfg = train::load_train_config(args->config, args->overrides);
+    if (cfg.sample_packing)
+      throw BadInput("sample_packing is not supported yet (attention would need per-example masks)");
+    auto ckpt = io::open_checkpoint(cfg.base_model);
+    const auto tok = open_tokenizer(ckpt);
+    Renderers r{*tok, std::nullopt, nullptr, "", ""};
+    r.bos = tok->bos_id() >= 0 ? tok->token_piece(tok->bos_id()) : "";
+    r.eos = tok->eos_id() >= 0 ? tok->token_piece(tok->eos_id()) : "";
+    bool needs_chat = cfg.prompt_format == train::PromptFormat::kChat;
+    for (const auto* list : {&cfg.datasets, &cfg.test_datasets})
+      for (const auto& d : *list) needs_chat = needs_chat || d.type == train::DatasetType::kChat;
+    if (needs_chat) {
+      const auto src = find_chat_template(ckpt);
+      r.chat.emplace(src.text, src.origin);
+    }
+    eval::PromptOptions popt;
+    popt.format = cfg.prompt_format == train::PromptFormat::kChat ? eval::PromptFormat::chat : eval::PromptFormat::lm_eval;
+    popt.system_prompt = cfg.system_prompt;
+    std::optional<tokenizer::ChatTemplate> prompt_chat;
+    if (popt.format == eval::PromptFormat::chat) {
+      const auto src = find_chat_template(ckpt);
+      prompt_chat.emplace(src.text, src.origin);
+    }
+    r.prompts = std::make_unique<eval::PromptRenderer>(popt, *tok, std::move(prompt_chat));
+
+    LoadedData ld = load_data(cfg, r);
+    const train::StepPlan plan = train::plan_steps(cfg, static_cast<int64_t>(ld.data.train.size()));
+    int64_t max_len = 0, answer_tokens = 0;
+    for (const auto& ex : ld.data.train) {
+      max_len = std::max(max_len, ex.length());
+      answer_tokens += static_cast<int64_t>(ex.answer.size());
+    }
+    std::cerr << "data: " << ld.data.train.size() << " training examples, " << ld.data.val.size()
+              << " validation (" << ld.val_items.size() << " scored by letter), longest " << max_len
+              << " tokens, " << ld.truncated << " truncated to sequence_len " << cfg.sequence_len << "\n";
+
+    if (args->dry_run) {
+      std::cout << train::to_yaml(cfg) << "\n"
+                << "datasets: " << ld.data.train.size() << " training examples (" << answer_tokens
+                << " answer tokens), " << ld.data.val.size() << " validation\n"
+                << "steps: " << plan.total_steps << " (" << plan.batches_per_epoch << " micro-batches per epoch, "
+                << cfg.gradient_accumulation_steps << " per step, warmup " << plan.warmup_steps << ")\n";
+      const auto mc = ckpt.config;
+      const auto lora = model::init_lora(mc, train::lora_config(cfg), 0);
+      print_memory_plan(cfg, mc, lora, checkpoint_bytes(cfg.base_model));
+      return;
+    }
+
+    model::LlamaModel model(std::move(ckpt));
+    train::TrainHooks hooks;
+    if (!ld.val_items.empty())
+      hooks.letter_accuracy = [&] { return eval::letter_accuracy(model, *r.prompts, ld.val_items); };
+    const train::TrainSummary s = train::run_training(cfg, model, ld.data, hooks, std::cerr);
+
+    std::printf("steps %lld/%lld (%s), %lld target tokens, final loss %.4f, %s\n",
+                static_cast<long long>(s.steps), static_cast<long long>(s.total_steps), s.stop_reason.c_str(),
+                static_cast<long long>(s.tokens), s.final_loss, train::format_duration(s.elapsed_s).c_str());
+    if (!s.evals.empty()) {
+      const auto& a = s.evals.front();
+      const auto& b = s.evals.back();
+      std::printf("validation loss %.4f -> %.4f", a.loss, b.loss);
+      if (a.accuracy && b.accuracy) std::printf(", letter accuracy %.4f -> %.4f", *a.accuracy, *b.accuracy);
+      std::printf(" (step %lld -> %lld)\n", static_cast<long long>(a.step), static_cast<long long>(b.step));
+    }
+    std::printf("adapter: %s\n", s.adapter_dir.c_str());
+  });
+}
+
+}  // namespace medtune::cli

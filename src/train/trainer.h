@@ -1,0 +1,78 @@
+// The training loop: LoRA on a frozen Llama-family model, AdamW, gradient accumulation with
+// token-level loss normalisation, clipping, the LR schedule, logging, evaluation, checkpoints and
+// clean stops (signal, max_runtime).
+//
+// Why the caller passes the model and the tokenized examples instead of run_training opening them
+// from the config: turning MedQA items and conversations into ids needs the tokenizer and the
+// prompt renderer (tokenizer/, eval/), which sit above train/ in the build's layering. The caller
+// (apps/medtune/cmd_train.cpp) opens and renders; this file owns everything from ids on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "model/llama.h"
+#include "train/data.h"
+#include "train/train_config.h"
+
+namespace medtune::train {
+
+struct TrainData {
+  std::vector<Example> train;
+  std::vector<Example> val;  // may be empty: no validation loss
+  int32_t pad_id = 0;
+};
+
+struct TrainHooks {
+  // Letter accuracy on the validation questions with the model as it is now (the adapter is set
+  // on it). Empty: loss only.
+  std::function<double()> letter_accuracy;
+};
+
+struct EvalPoint {
+  int64_t step = 0;
+  double loss = 0;  // mean nats per target token over the validation set
+  int64_t tokens = 0;
+  std::optional<double> accuracy;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;        // optimizer steps taken
+  int64_t total_steps = 0;  // planned
+  int64_t tokens = 0;       // target tokens trained on
+  int64_t input_tokens = 0; // tokens run through the model (padding excluded): tokens_per_s
+  double final_loss = 0;    // last step's mean loss
+  std::vector<double> losses;  // per step
+  std::vector<EvalPoint> evals;
+  std::string stop_reason;  // "completed", "signal", "max_runtime"
+  std::string adapter_dir;
+  double elapsed_s = 0;
+};
+
+// The plan a config implies for a dataset: micro-batches per epoch and optimizer steps.
+struct StepPlan {
+  int64_t batches_per_epoch = 0;
+  int64_t total_steps = 0;
+  int64_t warmup_steps = 0;
+};
+StepPlan plan_steps(const TrainConfig& cfg, int64_t num_train_examples);
+
+// Mean loss (nats per target token) of `examples` under the model (and its current adapter).
+EvalPoint validation_loss(model::LlamaModel& model, const std::vector<Example>& examples,
+                          int64_t micro_batch_size, int32_t pad_id);
+
+// Trains cfg's adapter on `data`. Writes to cfg.output_dir: config_resolved.json, metrics.jsonl,
+// checkpoint-<step>/ (save_steps), adapter/ (final). Logs to `log`; a one-line progress display
+// on stderr when it is a terminal. model.lora() is left pointing at nothing on return.
+TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, const TrainData& data,
+                          const TrainHooks& hooks, std::ostream& log);
+
+// SIGINT/SIGTERM set a flag that run_training checks between steps (it installs the handlers
+// itself; the previous handlers are restored when it returns). Exposed for tests.
+void request_stop();
+
+}  // namespace medtune::train

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# medtune train as a user runs it: bad configs exit 2 naming the problem; a 3-step LoRA run on the
+# bundled SmolLM2 writes the adapter and the metrics. Usage: train_smollm2.sh MEDTUNE_BIN [PARITY_BIN]
+# (from the repository root). Exit 77 (skip) when the model is absent: scripts/fetch_model.sh.
+set -euo pipefail
+MEDTUNE=${1:?usage: train_smollm2.sh MEDTUNE_BIN [PARITY_BIN]}
+CONFIG=configs/smollm2-medqa-lora.yaml
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Bad input needs no model: the config is checked first.
+set +e
+"$MEDTUNE" train --config "$CONFIG" lora_rank=8 output_dir="$TMP/bad" >"$TMP/out" 2>"$TMP/err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "unknown key: exit $rc, expected 2: $(cat "$TMP/err")"
+grep -q "lora_rank" "$TMP/err" || fail "unknown key: message does not name it: $(cat "$TMP/err")"
+set +e
+"$MEDTUNE" train --config "$TMP/missing.yaml" >"$TMP/out" 2>"$TMP/err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "missing config: exit $rc, expected 2"
+
+MODEL=${MEDTUNE_SMOLLM2_GGUF:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+if [ ! -f "$MODEL" ]; then
+  echo "skip: $MODEL is absent (bash scripts/fetch_model.sh)"
+  exit 77
+fi
+
+set +e
+"$MEDTUNE" train --config "$CONFIG" base_model="$MODEL" sample_packing=true output_dir="$TMP/sp" >"$TMP/out" 2>"$TMP/err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "sample_packing: exit $rc, expected 2"
+grep -q "sample_packing is not supported" "$TMP/err" || fail "sample_packing: $(cat "$TMP/err")"
+
+# --dry-run plans without training.
+"$MEDTUNE" train --config "$CONFIG" base_model="$MODEL" output_dir="$TMP/dry" --dry-run >"$TMP/dry.txt" 2>"$TMP/err" \
+  || fail "dry run: $(cat "$TMP/err")"
+grep -q "memory plan" "$TMP/dry.txt" || fail "dry run prints no memory plan"
+[ ! -e "$TMP/dry/adapter" ] || fail "dry run trained"
+
+# Three short steps (sequence_len 256 also exercises left truncation of the longest questions).
+OUT="$TMP/run"
+"$MEDTUNE" train --config "$CONFIG" base_model="$MODEL" max_steps=3 micro_batch_size=1 sequence_len=256 \
+  eval_steps=0 output_dir="$OUT" >"$TMP/out" 2>"$TMP/err" || fail "train: $(cat "$TMP/err")"
+[ -f "$OUT/adapter/adapter_config.json" ] || fail "no adapter/adapter_config.json"
+[ -f "$OUT/adapter/adapter_model.safetensors" ] || fail "no adapter/adapter_model.safetensors"
+[ -f "$OUT/config_resolved.json" ] || fail "no config_resolved.json"
+steps=$(grep -c '"grad_norm"' "$OUT/metrics.jsonl" || true)
+[ "$steps" -eq 3 ] || fail "metrics.jsonl has $steps step lines, expected 3"
+grep -q "steps 3/3 (completed)" "$TMP/out" || fail "no summary: $(cat "$TMP/out")"
+echo "ok"
