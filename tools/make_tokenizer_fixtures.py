@@ -165,19 +165,6 @@ def fnv1a64(data: bytes) -> int:
     return h
 
 
-B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-
-def pack_ids(ids):
-    """Three base-64 digits per id (ids < 262144), most significant first: about half the size
-    of decimal text, which keeps the 1272-prompt fixture near 840 KB."""
-    out = []
-    for i in ids:
-        assert 0 <= i < 64 ** 3
-        out.append(B64[i >> 12] + B64[(i >> 6) & 63] + B64[i & 63])
-    return "".join(out)
-
-
 def make_smollm2(args):
     hub, conv = smollm2_tokenizers(args.smollm2_gguf)
     corpus = stress_corpus()
@@ -212,13 +199,17 @@ def make_smollm2(args):
         for prompt in medqa_prompts(args.medqa_dev):
             ids = hub.encode(prompt, add_special_tokens=False).ids
             n_diff += ids != conv.encode(prompt, add_special_tokens=False).ids
-            lines.append(f"{fnv1a64(prompt.encode('utf-8')):016x} {len(ids)} {pack_ids(ids)}")
+            ids_text = " ".join(str(i) for i in ids).encode("ascii")
+            lines.append(f"{fnv1a64(prompt.encode('utf-8')):016x} {len(ids)} {fnv1a64(ids_text):016x}")
         print(f"note: {n_diff} of {len(lines)} MedQA prompts differ between the hub layout and "
               "transformers' GGUF conversion")
-        path = os.path.join(OUT, "smollm2_medqa_dev_ids.txt")
+        # Hashes only: token ids would let anyone reconstruct the MedQA text, which is not ours to
+        # redistribute.
+        path = os.path.join(OUT, "smollm2_medqa_dev_hashes.txt")
         with open(path, "w") as f:
-            f.write("# per MedQA dev prompt: FNV-1a-64 of the rendered prompt (hex), the number of HF\n"
-                    "# token ids, the ids packed as 3 base-64 digits each (A-Za-z0-9+/, MSB first)\n")
+            f.write("# per MedQA dev prompt (lm-eval medqa_4options rendering): FNV-1a-64 of the prompt text (hex),\n"
+                    "# the number of HF token ids, and FNV-1a-64 (hex) of those ids written as decimal numbers joined\n"
+                    "# by single spaces. Hashes only: the MedQA text is not reconstructible from this file.\n")
             f.write("\n".join(lines) + "\n")
         print(f"wrote {path} ({os.path.getsize(path)} bytes, {len(lines)} prompts)")
 
