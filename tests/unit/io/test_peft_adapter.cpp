@@ -148,8 +148,8 @@ TEST(PeftAdapter, WidensBf16AndF16AsTorchDoes) {
     const PeftAdapter a = read_peft_adapter(kFixtures + "peft/" + name);
     ASSERT_EQ(a.pairs.size(), 14u) << name;
     expect_matches_values(a, values.at(name), name);
-    const RawTensor& t = read_safetensors(kFixtures + "peft/" + name + "/adapter_model.safetensors")
-                             .tensors.begin()->second;
+    const auto file = read_safetensors(kFixtures + "peft/" + name + "/adapter_model.safetensors");
+    const RawTensor& t = file.tensors.begin()->second;
     EXPECT_EQ(t.dtype, std::string(name) == "adapter_bf16" ? DType::BF16 : DType::F16);
   }
 }
