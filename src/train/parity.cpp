@@ -87,16 +87,19 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol) {
   const auto logits = model.logits(batch);
 
   // Logits at padded query positions are not compared: transformers leaves them undefined.
-  std::vector<float> got;
-  std::vector<double> want;
-  for (int64_t n = 0; n < B * T; ++n) {
-    if (mask[static_cast<size_t>(n)] == 0) continue;
-    got.insert(got.end(), logits.begin() + n * V, logits.begin() + (n + 1) * V);
-    want.insert(want.end(), base_ref.begin() + n * V, base_ref.begin() + (n + 1) * V);
-  }
+  auto unpadded_logit_error = [&](const std::vector<float>& got_all, const std::vector<double>& want_all) {
+    std::vector<float> got;
+    std::vector<double> want;
+    for (int64_t n = 0; n < B * T; ++n) {
+      if (mask[static_cast<size_t>(n)] == 0) continue;
+      got.insert(got.end(), got_all.begin() + n * V, got_all.begin() + (n + 1) * V);
+      want.insert(want.end(), want_all.begin() + n * V, want_all.begin() + (n + 1) * V);
+    }
+    return max_rel_error(got, want);
+  };
   nlohmann::json r;
   r["fixture"] = dir;
-  const double logit_err = max_rel_error(got, want);
+  const double logit_err = unpadded_logit_error(logits, base_ref);
   r["base_logits_max_rel_error"] = logit_err;
   const double loss = causal_lm_loss(logits, labels, B, T, V);
   const double ref_loss = meta.at("base_loss").get<double>();
@@ -124,14 +127,8 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol) {
   model.set_lora(&lora);
   const auto lora_logits = model.logits(batch);
   const auto lora_ref = tensor_to_f64(need(ref, ref.tensors.count("lora_logits_f64") ? "lora_logits_f64" : "lora_logits"));
-  got.clear();
-  want.clear();
-  for (int64_t n = 0; n < B * T; ++n) {
-    if (mask[static_cast<size_t>(n)] == 0) continue;
-    got.insert(got.end(), lora_logits.begin() + n * V, lora_logits.begin() + (n + 1) * V);
-    want.insert(want.end(), lora_ref.begin() + n * V, lora_ref.begin() + (n + 1) * V);
-  }
-  const double lora_logit_err = max_rel_error(got, want);
+  if (lora_ref.size() != base_ref.size()) throw BadInput(ref.path + ": lora_logits has the wrong size");
+  const double lora_logit_err = unpadded_logit_error(lora_logits, lora_ref);
   r["lora_logits_max_rel_error"] = lora_logit_err;
 
   model::TrainBatch tb;

@@ -18,7 +18,6 @@ constexpr double kNmse = 1e-10;
 
 TEST(Forward, KvCacheDecodingEqualsFullPass) {
   model::LlamaModel m(io::open_checkpoint(kFixture));
-  const int64_t V = m.config().vocab_size;
   const std::vector<int32_t> ids = {3, 17, 5, 42, 9, 1, 30};
   model::Batch full{1, static_cast<int64_t>(ids.size()), ids, {}};
   const auto want = m.logits(full);  // (T, V)
@@ -36,7 +35,6 @@ TEST(Forward, KvCacheDecodingEqualsFullPass) {
   ASSERT_EQ(got.size(), want.size());
   EXPECT_LE(testing::nmse(got.data(), want.data(), got.size()), kNmse);
   EXPECT_EQ(cache.length, static_cast<int64_t>(ids.size()));
-  (void)V;
 }
 
 TEST(Forward, PaddedRowMatchesUnpaddedRow) {
