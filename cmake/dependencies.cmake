@@ -1,6 +1,6 @@
 # Third-party libraries, all from Debian packages (see scripts/setup.sh):
 #   OpenBLAS (OpenMP variant, so BLAS and our own loops share one OpenMP thread pool),
-#   nlohmann-json, GoogleTest.
+#   nlohmann-json, GoogleTest, OpenSSL (libcrypto: SHA-256).
 find_package(OpenMP REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
@@ -10,6 +10,8 @@ find_package(yaml-cpp REQUIRED)
 # PCRE2 (libpcre2-dev) runs the tokenizer pre-tokenizer regexes with Unicode properties.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# OpenSSL's libcrypto (libssl-dev) computes SHA-256 for checkpoint checksums and provenance.
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
 
 # Debian installs each OpenBLAS variant in its own folder; prefer the OpenMP one.
 find_library(OPENBLAS_LIB NAMES openblas
@@ -27,7 +29,7 @@ message(STATUS "BLAS: ${OPENBLAS_LIB} (headers ${CBLAS_INCLUDE_DIR})")
 add_library(medtune_deps INTERFACE)
 target_include_directories(medtune_deps SYSTEM INTERFACE ${CBLAS_INCLUDE_DIR})
 target_link_libraries(medtune_deps INTERFACE ${OPENBLAS_LIB} OpenMP::OpenMP_CXX
-  nlohmann_json::nlohmann_json Threads::Threads PkgConfig::PCRE2 yaml-cpp)
+  nlohmann_json::nlohmann_json Threads::Threads PkgConfig::PCRE2 yaml-cpp OpenSSL::Crypto)
 if(MEDTUNE_NATIVE)
   target_compile_options(medtune_deps INTERFACE -march=native)
 endif()

@@ -12,6 +12,7 @@ DEBIAN_PACKAGES=(
   libyaml-cpp-dev          # YAML training configs (medtune train --config)
   libcli11-dev             # command-line parsing
   libpcre2-dev             # Unicode regexes of the tokenizers' pre-tokenizers
+  libssl-dev               # SHA-256 (libcrypto): checkpoint checksums, provenance
   libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev libomp-14-dev  # libFuzzer builds of the parsers
   python3-pip unzip chromium  # chromium: the HTML report screenshot test
