@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   medtune::cli::add_generate_command(app);
   medtune::cli::add_train_command(app);
   medtune::cli::add_eval_command(app);
+  medtune::cli::add_verify_command(app);
   app.parse_complete_callback([&] {
     if (threads > 0) omp_set_num_threads(threads);
   });
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  } catch (const medtune::cli::ExitWith& e) {
+    return e.code;
   } catch (const medtune::BadInput& e) {
     std::cerr << "medtune: " << e.what() << "\n";
     return 2;

@@ -1,0 +1,36 @@
+// medtune verify RUN_DIR: recomputes every digest in RUN_DIR/manifest.json (base model files, data
+// files, configs, the adapter) and checks that the adapter carries the run's identity hash.
+// Prints one line per check; exit 0 when everything matches, 1 when something no longer does,
+// 2 when RUN_DIR holds no readable manifest.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "train/run_manifest.h"
+
+namespace medtune::cli {
+
+void add_verify_command(CLI::App& app) {
+  auto run_dir = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("verify", "Check a training run's files against its manifest (SHA-256)");
+  cmd->add_option("run_dir", *run_dir, "Training output directory (holds manifest.json)")->required();
+  cmd->callback([run_dir] {
+    const auto items = train::verify_run(*run_dir);
+    int bad = 0;
+    for (const auto& it : items) {
+      if (it.problem.empty()) {
+        std::printf("ok       %s\n", it.subject.c_str());
+      } else {
+        ++bad;
+        std::printf("CHANGED  %s: %s\n", it.subject.c_str(), it.problem.c_str());
+      }
+    }
+    std::printf("%s: %zu checked, %d no longer match%s\n", run_dir->c_str(), items.size(), bad,
+                bad == 0 ? "" : " (see CHANGED lines)");
+    std::fflush(stdout);
+    if (bad != 0) throw ExitWith{1};
+  });
+}
+
+}  // namespace medtune::cli
