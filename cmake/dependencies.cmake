@@ -1,6 +1,6 @@
 # Third-party libraries, all from Debian packages (see scripts/setup.sh):
 #   OpenBLAS (OpenMP variant, so BLAS and our own loops share one OpenMP thread pool),
-#   nlohmann-json, GoogleTest, OpenSSL (libcrypto: SHA-256).
+#   nlohmann-json, GoogleTest, OpenSSL (libcrypto: SHA-256), ICU (Unicode normalization).
 find_package(OpenMP REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
@@ -12,6 +12,9 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # OpenSSL's libcrypto (libssl-dev) computes SHA-256 for checkpoint checksums and provenance.
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
+# ICU (libicu-dev, 72 on Debian 12) normalizes text for tokenizer.json normalizers (NFC, NFKC,
+# Lowercase...): Unicode normalization and case tables are exactly what should not be hand-written.
+find_package(ICU 72 REQUIRED COMPONENTS uc)
 
 # Debian installs each OpenBLAS variant in its own folder; prefer the OpenMP one.
 find_library(OPENBLAS_LIB NAMES openblas
@@ -29,7 +32,7 @@ message(STATUS "BLAS: ${OPENBLAS_LIB} (headers ${CBLAS_INCLUDE_DIR})")
 add_library(medtune_deps INTERFACE)
 target_include_directories(medtune_deps SYSTEM INTERFACE ${CBLAS_INCLUDE_DIR})
 target_link_libraries(medtune_deps INTERFACE ${OPENBLAS_LIB} OpenMP::OpenMP_CXX
-  nlohmann_json::nlohmann_json Threads::Threads PkgConfig::PCRE2 yaml-cpp OpenSSL::Crypto)
+  nlohmann_json::nlohmann_json Threads::Threads PkgConfig::PCRE2 yaml-cpp OpenSSL::Crypto ICU::uc)
 if(MEDTUNE_NATIVE)
   target_compile_options(medtune_deps INTERFACE -march=native)
 endif()

@@ -13,6 +13,7 @@ DEBIAN_PACKAGES=(
   libcli11-dev             # command-line parsing
   libpcre2-dev             # Unicode regexes of the tokenizers' pre-tokenizers
   libssl-dev               # SHA-256 (libcrypto): checkpoint checksums, provenance
+  libicu-dev               # Unicode normalization (NFC, NFKC, Lowercase) of tokenizer.json normalizers
   libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev libomp-14-dev  # libFuzzer builds of the parsers
   python3-pip unzip chromium  # chromium: the HTML report screenshot test

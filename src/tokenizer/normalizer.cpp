@@ -48,6 +48,21 @@ void Normalizer::normalize(std::string& text) const {
           replace_all(text, step.text, step.content);
         }
         break;
+      case NormalizerStep::Kind::Unicode:
+        unicode_normalize(text, step.form);
+        break;
+      case NormalizerStep::Kind::Lowercase:
+        unicode_lowercase(text);
+        break;
+      case NormalizerStep::Kind::Strip:
+        unicode_strip(text, step.strip_left, step.strip_right);
+        break;
+      case NormalizerStep::Kind::StripAccents:
+        unicode_strip_accents(text);
+        break;
+      case NormalizerStep::Kind::Nmt:
+        nmt_normalize(text);
+        break;
     }
   }
 }

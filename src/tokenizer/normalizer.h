@@ -1,6 +1,8 @@
-// Normalizers that Llama-family tokenizer.json files use, applied to each piece of text between
-// added tokens (as HF does). Unicode normalization forms (NFC, NFKC...) and Lowercase are not implemented; the
-// tokenizer.json parser rejects them with a BadInput rather than tokenizing differently.
+// The normalizers of tokenizer.json files, applied to each piece of text between added tokens
+// (as HF does): Prepend, Replace, the Unicode forms NFC/NFD/NFKC/NFKD, Lowercase, Strip,
+// StripAccents and Nmt (the Unicode ones in unicode_normalize.h). Precompiled (SentencePiece's
+// charsmap), BertNormalizer and ByteLevel are not implemented; the tokenizer.json parser rejects
+// them with a BadInput rather than tokenizing differently.
 #pragma once
 
 #include <memory>
@@ -9,15 +11,19 @@
 #include <vector>
 
 #include "tokenizer/regex.h"
+#include "tokenizer/unicode_normalize.h"
 
 namespace medtune::tokenizer {
 
 struct NormalizerStep {
-  enum class Kind { Prepend, Replace };
+  enum class Kind { Prepend, Replace, Unicode, Lowercase, Strip, StripAccents, Nmt };
   Kind kind = Kind::Prepend;
   std::string text;                 // Prepend: the prefix; Replace: the literal pattern
   std::string content;              // Replace: the replacement
   std::shared_ptr<Regex> regex;     // Replace with a {"Regex": ...} pattern
+  UnicodeForm form = UnicodeForm::NFC;  // Unicode
+  bool strip_left = true;           // Strip
+  bool strip_right = true;          // Strip
 };
 
 class Normalizer {

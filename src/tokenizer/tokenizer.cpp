@@ -12,9 +12,17 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {
   std::vector<const AddedToken*> raw;
   std::vector<const AddedToken*> normalized;
   vocab_size_ = spec_.model->size();
+  normalized_forms_.reserve(spec_.added_tokens.size());  // no reallocation: pointers are kept
   for (const AddedToken& t : spec_.added_tokens) {
     if (t.id < 0) throw BadInput(spec_.source + ": added token '" + t.content + "' has a negative id");
-    (t.normalized ? normalized : raw).push_back(&t);
+    if (t.normalized) {
+      normalized_forms_.push_back(t);
+      spec_.normalizer.normalize(normalized_forms_.back().content);
+      normalized.push_back(&normalized_forms_.back());
+      normalized_piece_by_id_[t.id] = &normalized_forms_.back().content;
+    } else {
+      raw.push_back(&t);
+    }
     added_by_id_[t.id] = &t;
     added_by_content_.emplace(t.content, t.id);
     vocab_size_ = std::max(vocab_size_, static_cast<size_t>(t.id) + 1);
@@ -84,6 +92,11 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special
     const std::string* p = piece_or_null(id);
     if (p == nullptr) continue;
     if (skip_special && is_special(id)) continue;
+    // HF (simple_id_to_token) decodes a normalized added token as its normalized form.
+    if (!normalized_piece_by_id_.empty()) {
+      const auto norm = normalized_piece_by_id_.find(id);
+      if (norm != normalized_piece_by_id_.end()) p = norm->second;
+    }
     pieces.push_back(*p);
   }
   return spec_.decoder.decode(std::move(pieces));

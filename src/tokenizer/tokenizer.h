@@ -80,6 +80,10 @@ class Tokenizer {
   TokenizerSpec spec_;
   AddedTokenMatcher raw_matcher_;         // added tokens with normalized = false
   AddedTokenMatcher normalized_matcher_;  // added tokens with normalized = true
+  // Those tokens with their content normalized: HF matches the normalized form (a Lowercase
+  // normalizer makes "MedTune" match "medtune"; Prepend("▁") makes it "▁medtune").
+  std::vector<AddedToken> normalized_forms_;
+  std::unordered_map<int32_t, const std::string*> normalized_piece_by_id_;  // what decode shows
   std::unordered_map<int32_t, const AddedToken*> added_by_id_;
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> added_by_content_;
   size_t vocab_size_ = 0;

