@@ -18,8 +18,10 @@
 #include "eval/prompt.h"
 #include "eval/report_html.h"
 #include "eval/report_json.h"
+#include "eval/run_provenance.h"
 #include "eval/scorer.h"
 #include "io/atomic_file.h"
+#include "io/provenance.h"
 #include "model/llama.h"
 #include "model_files.h"
 
@@ -28,6 +30,7 @@ namespace medtune::cli {
 namespace {
 
 struct EvalArgs {
+  std::string base_quant = "none";  // --base-quant: see model::WeightQuant
   std::string model, data, adapter, out = "runs/eval", format = "lm_eval", scoring = "letter";
   std::string system_prompt = eval::kDefaultSystemPrompt, prompt_template, fewshot_pool;
   int fewshot = 0;
@@ -70,7 +73,8 @@ void run_eval(const EvalArgs& a) {
     chat.emplace(src.text, src.origin);
   }
   eval::PromptRenderer prompts(popt, *tok, std::move(chat));
-  model::LlamaModel model(std::move(ckpt));
+  prompts.draw_fewshot(set);
+  model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(a.base_quant, "--base-quant"));
   const auto lora = attach_adapter(model, a.adapter);
   const eval::Scoring scoring = eval::parse_scoring(a.scoring);
 
@@ -83,13 +87,26 @@ void run_eval(const EvalArgs& a) {
   const eval::Metrics metrics = eval::compute_metrics(results, set.num_options);
   nlohmann::json prov;
   prov["model"] = std::filesystem::absolute(a.model).string();
+  // The exact bytes behind the numbers: SHA-256 of every file read (streamed; a few seconds
+  // for multi-GB models), re-checkable with sha256sum.
+  prov["model_files"] = eval::file_digests_json(io::model_files(a.model));
   prov["adapter"] = a.adapter.empty() ? "none" : std::filesystem::absolute(a.adapter).string();
+  if (!a.adapter.empty()) prov["adapter_files"] = eval::file_digests_json(eval::adapter_files(a.adapter));
   prov["data"] = std::filesystem::absolute(a.data).string();
+  std::vector<std::string> data_files{a.data};
+  if (a.fewshot > 0) data_files.push_back(a.fewshot_pool);
+  if (!a.prompt_template.empty()) data_files.push_back(a.prompt_template);
+  prov["data_files"] = eval::file_digests_json(data_files);
+  prov["command_line"] = eval::process_command_line();
   prov["data_questions"] = set.items.size();
   prov["data_skipped_invalid"] = set.skipped;
   prov["prompt_format"] = a.format;
   if (popt.format == eval::PromptFormat::chat) prov["system_prompt"] = a.system_prompt;
   prov["fewshot"] = a.fewshot;
+  if (a.fewshot > 0) {
+    prov["fewshot_seed"] = a.fewshot_seed;
+    prov["fewshot_sampling"] = "per question, as lm-evaluation-harness: random.Random(seed).sample(pool, k) in question order";
+  }
   prov["scoring"] = a.scoring;
   prov["medtune_version"] = MEDTUNE_VERSION;
   prov["backend"] = "cpu";
@@ -127,6 +144,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("MODEL", a->model, "Hugging Face directory or .gguf file");
   cmd->add_option("--data", a->data, "Questions, JSONL (MedQA and its common variants)");
   cmd->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory to apply");
+  cmd->add_option("--base-quant", a->base_quant,
+                  "Quantize the base's block linears at load: none | nf4 (bitsandbytes NF4, as QLoRA)")
+      ->capture_default_str();
   cmd->add_option("--out", a->out, "Directory for report.json, report.html, predictions.jsonl")->capture_default_str();
   cmd->add_option("--format", a->format, "Prompt format: lm_eval | chat | custom")->capture_default_str();
   cmd->add_option("--scoring", a->scoring, "letter (option letters) | text (option texts: acc and acc_norm)")->capture_default_str();
@@ -134,7 +154,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--prompt-template", a->prompt_template, "Custom prompt file with {question} {options} {A}.. placeholders");
   cmd->add_option("--fewshot", a->fewshot, "Number of solved examples before each question")->check(CLI::NonNegativeNumber);
   cmd->add_option("--fewshot-pool", a->fewshot_pool, "JSONL the few-shot examples are drawn from");
-  cmd->add_option("--fewshot-seed", a->fewshot_seed, "Seed of the few-shot draw");
+  cmd->add_option("--fewshot-seed", a->fewshot_seed, "Seed of the few-shot draw (lm-eval's fewshot_random_seed)")->capture_default_str();
   cmd->add_option("--limit", a->limit, "Score only the first N questions")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--skip-invalid", a->skip_invalid, "Count and skip malformed records instead of stopping");
   cmd->add_flag("--json", a->json, "Print the report as JSON");

@@ -1,10 +1,12 @@
 #include "eval/prompt.h"
 
+#include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
+#include <system_error>
 
 #include "core/error.h"
+#include "eval/python_random.h"
 
 namespace medtune::eval {
 
@@ -78,21 +80,63 @@ PromptRenderer::PromptRenderer(PromptOptions options, const tokenizer::Tokenizer
   }
   if (opt_.fewshot_k > 0) {
     if (opt_.fewshot_pool.empty()) throw BadInput("--fewshot needs a pool file (--fewshot-pool)");
-    const McqSet pool = read_mcq_jsonl(opt_.fewshot_pool, false);
-    if (static_cast<int64_t>(pool.items.size()) < opt_.fewshot_k)
-      throw BadInput(opt_.fewshot_pool + ": " + std::to_string(pool.items.size()) +
+    fewshot_pool_ = read_mcq_jsonl(opt_.fewshot_pool, false).items;
+    if (static_cast<int64_t>(fewshot_pool_.size()) < opt_.fewshot_k)
+      throw BadInput(opt_.fewshot_pool + ": " + std::to_string(fewshot_pool_.size()) +
                      " questions, fewer than the " + std::to_string(opt_.fewshot_k) + " few-shot examples asked for");
-    // The same k examples for every question of the run, drawn by a seeded partial Fisher-Yates
-    // (std::shuffle's algorithm is implementation-defined; this is not).
-    std::vector<size_t> idx(pool.items.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::mt19937_64 rng(opt_.fewshot_seed);
-    for (int k = 0; k < opt_.fewshot_k; ++k) {
-      const size_t j = static_cast<size_t>(k) + static_cast<size_t>(rng() % (idx.size() - static_cast<size_t>(k)));
-      std::swap(idx[static_cast<size_t>(k)], idx[j]);
-      const McqItem& ex = pool.items[idx[static_cast<size_t>(k)]];
-      fewshot_prefix_ += context_text(ex) + " " + option_letter(ex.answer) + "\n\n";
+  }
+}
+
+namespace {
+
+// lm-eval compares documents as dicts: every field of the record.
+bool same_record(const McqItem& a, const McqItem& b) {
+  return a.question == b.question && a.options == b.options && a.answer == b.answer && a.meta_info == b.meta_info;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec) && !ec;
+}
+
+}  // namespace
+
+std::vector<std::vector<size_t>> fewshot_draws(const std::vector<McqItem>& pool,
+                                               const std::vector<McqItem>& questions, int k,
+                                               uint64_t seed, bool pool_is_question_file) {
+  std::vector<std::vector<size_t>> out;
+  if (k <= 0) return out;
+  const size_t n = static_cast<size_t>(k);
+  PythonRandom rnd(seed);
+  out.reserve(questions.size());
+  for (const McqItem& q : questions) {
+    if (!pool_is_question_file) {
+      out.push_back(rnd.sample(pool.size(), n));
+      continue;
     }
+    std::vector<size_t> kept;
+    for (size_t i : rnd.sample(pool.size(), n + 1))
+      if (!same_record(pool[i], q) && kept.size() < n) kept.push_back(i);
+    if (kept.size() < n)  // lm-eval asserts here: the question was drawn twice (duplicate records)
+      throw BadInput(q.id + ": fewer than " + std::to_string(n) +
+                     " few-shot examples left after removing the question itself (duplicate records in the pool?)");
+    out.push_back(std::move(kept));
+  }
+  return out;
+}
+
+void PromptRenderer::draw_fewshot(const McqSet& questions) {
+  fewshot_prefix_.clear();
+  if (opt_.fewshot_k <= 0) return;
+  const auto draws = fewshot_draws(fewshot_pool_, questions.items, opt_.fewshot_k, opt_.fewshot_seed,
+                                   same_file(opt_.fewshot_pool, questions.path));
+  for (size_t q = 0; q < questions.items.size(); ++q) {
+    std::string prefix;
+    for (size_t i : draws[q]) {
+      const McqItem& ex = fewshot_pool_[i];
+      prefix += context_text(ex) + " " + option_letter(ex.answer) + "\n\n";
+    }
+    fewshot_prefix_[questions.items[q].id] = std::move(prefix);
   }
 }
 
@@ -131,7 +175,13 @@ std::string PromptRenderer::context_text(const McqItem& item) const {
 
 RenderedQuestion PromptRenderer::render(const McqItem& item) const {
   RenderedQuestion r;
-  r.context = fewshot_prefix_ + context_text(item);
+  if (opt_.fewshot_k > 0) {
+    const auto it = fewshot_prefix_.find(item.id);
+    if (it == fewshot_prefix_.end())
+      throw Internal("few-shot examples were not drawn for question " + item.id + " (draw_fewshot)");
+    r.context = it->second;
+  }
+  r.context += context_text(item);
   // In the chat format the letter is the assistant's first token, with no leading space.
   const std::string sep = opt_.format == PromptFormat::chat ? "" : " ";
   for (size_t i = 0; i < item.options.size(); ++i) {

@@ -5,14 +5,16 @@
 //            the user turn, generation prompt; the letter is the assistant's first token
 //   custom   a text file with placeholders {question}, {options} ("A. ..\nB. .."), {A}, {B}, ..;
 //            continuations " A" .. as lm_eval
-// Few-shot (any format but chat): k solved examples drawn reproducibly from a pool file, each
-// rendered as context + " " + letter, joined by "\n\n" before the question (lm-eval's delimiters).
+// Few-shot (any format but chat): k solved examples from a pool file, each rendered as
+// context + " " + letter, joined by "\n\n" before the question (lm-eval's delimiters), drawn as
+// lm-evaluation-harness draws them (fewshot_draws below): a different k for every question.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "eval/medqa.h"
@@ -33,7 +35,7 @@ struct PromptOptions {
   std::string system_prompt = kDefaultSystemPrompt;  // chat only
   int fewshot_k = 0;
   std::string fewshot_pool;  // MCQ JSONL file the examples are drawn from
-  uint64_t fewshot_seed = 1234;
+  uint64_t fewshot_seed = 1234;  // lm-eval's default fewshot_random_seed
   std::string custom_template_path;  // custom only
 };
 
@@ -52,11 +54,26 @@ struct TokenizedQuestion {
   std::vector<std::vector<int32_t>> text_tokens;     // per option (empty unless asked for)
 };
 
+// lm-evaluation-harness's few-shot draw (api/samplers.py ContextSampler.sample, seeded once per
+// task by set_fewshot_seed(fewshot_random_seed = 1234)): one Python random.Random(seed) for the
+// whole run, and for each question, in order, rnd.sample(pool, k). When the pool is the question
+// file itself (lm-eval: fewshot split == test split), k + 1 are drawn, every drawn record equal
+// to the question is dropped and the first k of the rest kept. Returns, per question, the pool
+// indices in prompt order. Bit-exact with Python (eval/python_random.h); as the draws form one
+// stream, a question's examples depend on its position: --limit N keeps the first N questions'.
+std::vector<std::vector<size_t>> fewshot_draws(const std::vector<McqItem>& pool,
+                                               const std::vector<McqItem>& questions, int k,
+                                               uint64_t seed, bool pool_is_question_file);
+
 class PromptRenderer {
  public:
   // `chat_template` is needed for PromptFormat::chat (BadInput otherwise).
   PromptRenderer(PromptOptions options, const tokenizer::Tokenizer& tok,
                  std::optional<tokenizer::ChatTemplate> chat_template);
+
+  // With few-shot, draws every question's examples (fewshot_draws); call it once with the
+  // questions of the run, in order, before render/tokenize. No-op without few-shot.
+  void draw_fewshot(const McqSet& questions);
 
   RenderedQuestion render(const McqItem& item) const;
   TokenizedQuestion tokenize(const McqItem& item, bool with_option_text) const;
@@ -74,7 +91,9 @@ class PromptRenderer {
   const tokenizer::Tokenizer& tok_;
   std::optional<tokenizer::ChatTemplate> chat_;
   std::string custom_template_;  // custom only: text with {question} {options} {A} .. placeholders
-  std::string fewshot_prefix_;  // rendered examples + "\n\n", fixed for the whole run
+  std::vector<McqItem> fewshot_pool_;
+  // Per question id: its rendered examples, each followed by "\n\n" (draw_fewshot).
+  std::unordered_map<std::string, std::string> fewshot_prefix_;
 };
 
 }  // namespace medtune::eval

@@ -317,12 +317,34 @@ std::string reliability_svg(const json& cal) {
   return s + "</svg>";
 }
 
+// A list of file digests ({"path", "bytes", "sha256"}, eval/run_provenance.h) reads best as one
+// line per file, digest first, as sha256sum prints it.
+bool is_digest_list(const json& v) {
+  if (!v.is_array() || v.empty()) return false;
+  for (const auto& d : v)
+    if (!d.is_object() || !d.contains("path") || !d.contains("sha256") || !d["path"].is_string() ||
+        !d["sha256"].is_string())
+      return false;
+  return true;
+}
+
+std::string provenance_value(const json& value) {
+  if (value.is_string()) return html_escape(value.get<std::string>());
+  if (!is_digest_list(value)) return html_escape(value.dump());
+  std::string out;
+  for (const auto& d : value) {
+    out += (out.empty() ? "" : "<br>") + html_escape(d["sha256"].get<std::string>()) + "&nbsp; " +
+           html_escape(d["path"].get<std::string>());
+    if (d.contains("bytes") && d["bytes"].is_number_integer())
+      out += " (" + std::to_string(d["bytes"].get<int64_t>()) + " bytes)";
+  }
+  return out;
+}
+
 std::string provenance_rows(const json& provenance) {
   std::string rows;
-  for (const auto& [key, value] : provenance.items()) {
-    const std::string shown = value.is_string() ? value.get<std::string>() : value.dump();
-    rows += "<tr><td>" + html_escape(key) + "</td><td>" + html_escape(shown) + "</td></tr>\n";
-  }
+  for (const auto& [key, value] : provenance.items())
+    rows += "<tr><td>" + html_escape(key) + "</td><td>" + provenance_value(value) + "</td></tr>\n";
   return rows.empty() ? "<tr><td colspan=\"2\">(none given)</td></tr>\n" : rows;
 }
 

@@ -51,6 +51,23 @@ if [ -n "$MODEL" ] && [ -f "$MODEL" ]; then
   for f in report.json report.html predictions.jsonl; do
     [ -s "$tmp/e1/$f" ] && echo "ok: eval wrote $f" || { echo "FAIL: eval did not write $f"; fail=1; }
   done
+  # Provenance: SHA-256 of the model and the data (as sha256sum prints them), the command line.
+  data_sha=$(sha256sum data/sample/medqa_dev.jsonl | cut -d' ' -f1)
+  model_sha=$(sha256sum "$MODEL" | cut -d' ' -f1)
+  for f in report.json report.html; do
+    if grep -q "$data_sha" "$tmp/e1/$f" && grep -q "$model_sha" "$tmp/e1/$f"; then
+      echo "ok: $f records the model and data SHA-256"
+    else
+      echo "FAIL: $f lacks the model ($model_sha) or data ($data_sha) SHA-256"; fail=1
+    fi
+  done
+  grep -q '"command_line": ".*eval .*--limit 6' "$tmp/e1/report.json" && grep -q '<h2>Provenance</h2>' "$tmp/e1/report.html" \
+    && echo "ok: command line and Provenance section" || { echo "FAIL: no command line or Provenance section"; fail=1; }
+  # Few-shot drawn per question as lm-eval does; the pool is the question file itself here.
+  expect 0 "accuracy" -- "$MT" eval "$MODEL" --data data/sample/medqa_dev.jsonl --limit 3 --fewshot 2 \
+    --fewshot-pool data/sample/medqa_dev.jsonl --out "$tmp/e3" -q
+  grep -q '"fewshot_seed": 1234' "$tmp/e3/report.json" && echo "ok: few-shot seed recorded" \
+    || { echo "FAIL: few-shot seed not in report.json"; fail=1; }
   expect 0 "McNemar|mcnemar" -- "$MT" eval --compare "$tmp/e1" "$tmp/e2"
   expect 2 "unknown prompt format" -- "$MT" eval "$MODEL" --data data/sample/medqa_dev.jsonl --format nope -q
 else
