@@ -17,6 +17,7 @@ namespace medtune::cli {
 void add_generate_command(CLI::App& app) {
   struct Args {
     std::string model, prompt, system, adapter;
+    std::string base_quant = "none";  // --base-quant: see model::WeightQuant
     bool chat = false;
     int64_t max_new_tokens = 128;
     model::SamplingParams sampling;
@@ -28,6 +29,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--chat", args->chat, "Wrap the prompt as a user message in the model's chat template");
   cmd->add_option("--system", args->system, "System message (with --chat)");
   cmd->add_option("--adapter", args->adapter, "PEFT LoRA adapter directory to apply");
+  cmd->add_option("--base-quant", args->base_quant,
+                  "Quantize the base's block linears at load: none | nf4 (bitsandbytes NF4, as QLoRA)")
+      ->capture_default_str();
   cmd->add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate at most")->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy (default)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", args->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
@@ -50,7 +54,7 @@ void add_generate_command(CLI::App& app) {
     } else {
       prompt = tok->encode(args->prompt, true);
     }
-    model::LlamaModel model(std::move(ckpt));
+    model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"));
     const auto lora = attach_adapter(model, args->adapter);
     model::GenerateOptions opt;
     opt.max_new_tokens = args->max_new_tokens;

@@ -19,6 +19,10 @@ enum class DType : uint8_t {
   Q4_1,  // blocks of 32: f16 d, f16 m, 16 bytes of nibbles.     x = d * q + m
   Q4_K,  // super-blocks of 256 (ggml k-quants)
   Q6_K,  // super-blocks of 256 (ggml k-quants)
+  // bitsandbytes NF4 in medtune's row form (core/nf4.h): blocks of 64, f32 absmax (double
+  // quantization already resolved) then 32 bytes, first element in the high nibble.
+  //                                                             x = absmax * nf4_code[q]
+  NF4,
 };
 
 // Name as in safetensors / ggml ("F32", "BF16", "Q4_1", ...).

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/bnb_checkpoint.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
 
@@ -125,7 +126,10 @@ Checkpoint open_checkpoint(const std::string& path) {
     if (!fs::is_regular_file(config_path))
       throw BadInput(path + ": not a model directory (no config.json)");
     ck.config = read_hf_config(config_path);
-    ck.tensors = read_safetensors_dir(path);
+    // bitsandbytes 4-bit checkpoints (QLoRA's saved form) have their own reader; any other
+    // quantization_config is refused there with a message naming it
+    ck.tensors = quantization_method(config_path).empty() ? read_safetensors_dir(path)
+                                                          : read_bnb_4bit_dir(path);
     validate(ck, "config.json");
     return ck;
   }

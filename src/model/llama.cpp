@@ -19,8 +19,8 @@ void check_sliding_window(const ModelConfig& c, int64_t length) {
                    "attention only up to the window (docs/decisions/mistral-sliding-window.md)");
 }
 
-LlamaModel::LlamaModel(io::Checkpoint ckpt) : ckpt_(std::move(ckpt)) {
-  w_ = bind_weights(ckpt_);
+LlamaModel::LlamaModel(io::Checkpoint ckpt, WeightQuant quant) : ckpt_(std::move(ckpt)) {
+  w_ = bind_weights(ckpt_, quant);
   inv_freq_ = rope_inv_freq(ckpt_.config);
 }
 

@@ -25,8 +25,8 @@ void check_sliding_window(const ModelConfig& c, int64_t length);
 
 class LlamaModel {
  public:
-  // Takes ownership of the checkpoint (its mappings back the weights).
-  explicit LlamaModel(io::Checkpoint ckpt);
+  // Takes ownership of the checkpoint (its mappings back the weights). quant: see bind_weights.
+  explicit LlamaModel(io::Checkpoint ckpt, WeightQuant quant = WeightQuant::kNone);
 
   const ModelConfig& config() const { return ckpt_.config; }
   const io::Checkpoint& checkpoint() const { return ckpt_; }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/nf4.h"
 #include "core/quant.h"
 
 namespace medtune::ops {
@@ -16,6 +17,17 @@ constexpr int64_t kGemvMaxTokens = 4;
 // Weight rows per dequantized panel: 64 rows x 4096 cols x 4 B = 1 MiB of scratch per thread.
 constexpr int64_t kPanelRows = 64;
 
+// Row r of W in fp32. NF4 (bitsandbytes' 4-bit base, core/nf4.h) has its own kernels; every
+// other stored type goes through core/quant.h.
+inline void dequant_row(const StoredMatrix& w, int64_t r, float* out) {
+  if (w.dtype == DType::NF4) nf4::dequantize_blocks(w.row(r), out, w.cols);
+  else dequantize_row(w.dtype, w.row(r), out, w.cols);
+}
+inline float dot_stored_row(const StoredMatrix& w, int64_t r, const float* x) {
+  return w.dtype == DType::NF4 ? nf4::dot_blocks(w.row(r), x, w.cols)
+                               : dot_row(w.dtype, w.row(r), x, w.cols);
+}
+
 void add_bias(float* y, const float* bias, int64_t N, int64_t rows) {
   if (bias == nullptr) return;
   for (int64_t n = 0; n < N; ++n)
@@ -24,7 +36,7 @@ void add_bias(float* y, const float* bias, int64_t N, int64_t rows) {
 }  // namespace
 
 void dequantize_rows(float* out, const StoredMatrix& w, int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) dequantize_row(w.dtype, w.row(r), out + (r - r0) * w.cols, w.cols);
+  for (int64_t r = r0; r < r1; ++r) dequant_row(w, r, out + (r - r0) * w.cols);
 }
 
 void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N) {
@@ -40,7 +52,7 @@ void linear_forward(float* y, const float* x, const StoredMatrix& w, const float
   } else if (N <= kGemvMaxTokens) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r)
-      for (int64_t n = 0; n < N; ++n) y[n * w.rows + r] = dot_row(w.dtype, w.row(r), x + n * w.cols, w.cols);
+      for (int64_t n = 0; n < N; ++n) y[n * w.rows + r] = dot_stored_row(w, r, x + n * w.cols);
   } else {
     const int64_t panels = (w.rows + kPanelRows - 1) / kPanelRows;
 #pragma omp parallel
@@ -83,7 +95,7 @@ namespace ref {
 void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N) {
   std::vector<float> row(static_cast<size_t>(w.cols));
   for (int64_t r = 0; r < w.rows; ++r) {
-    dequantize_row(w.dtype, w.row(r), row.data(), w.cols);
+    dequant_row(w, r, row.data());
     for (int64_t n = 0; n < N; ++n) {
       double acc = bias != nullptr ? static_cast<double>(bias[r]) : 0.0;
       for (int64_t c = 0; c < w.cols; ++c) acc += static_cast<double>(row[static_cast<size_t>(c)]) * static_cast<double>(x[n * w.cols + c]);

@@ -1,0 +1,119 @@
+// LoRA training-step speed on a real model, on the shape the PyTorch + PEFT peer runs
+// (bench/compare_train.py): B x T random token ids, every next token a target (labels = input_ids),
+// LoRA on q,k,v,o,gate,up,down, one forward + backward + AdamW step per iteration.
+// Prints one JSON object with the median step time over the timed steps (after one warm-up).
+//
+//   bench_train_step MODEL [--batch 4] [--seq 256] [--rank 16] [--steps 5] [--threads N]
+//                    [--checkpointing 0|1]
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/checkpoint.h"
+#include "model/llama.h"
+#include "model/lora.h"
+#include "model/train_step.h"
+#include "train/optimizer.h"
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace medtune;
+  if (argc < 2) {
+    std::cerr << "usage: bench_train_step MODEL [--batch B] [--seq T] [--rank R] [--steps N] [--threads N] "
+                 "[--checkpointing 0|1]\n";
+    return 2;
+  }
+  const std::string path = argv[1];
+  int64_t B = 4, T = 256, rank = 16, steps = 5, ckpt = 0;
+  int threads = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const long v = std::atol(argv[i + 1]);
+    if (k == "--batch") B = v;
+    else if (k == "--seq") T = v;
+    else if (k == "--rank") rank = v;
+    else if (k == "--steps") steps = v;
+    else if (k == "--threads") threads = static_cast<int>(v);
+    else if (k == "--checkpointing") ckpt = v;
+  }
+  if (threads > 0) omp_set_num_threads(threads);
+
+  model::LlamaModel m(io::open_checkpoint(path));
+  model::LoraConfig lc;
+  lc.r = rank;
+  lc.alpha = 2.0 * static_cast<double>(rank);
+  lc.targets = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::o,
+                model::Proj::gate, model::Proj::up, model::Proj::down};
+  model::LoraWeights lora = model::init_lora(m.config(), lc, 42);
+  m.set_lora(&lora);
+
+  std::vector<train::ParamRef> params;
+  for (auto& layer : lora.layers)
+    for (auto& ll : layer)
+      if (ll.enabled()) {
+        params.push_back({"A", ll.A.data(), ll.dA.data(), static_cast<int64_t>(ll.A.size())});
+        params.push_back({"B", ll.B.data(), ll.dB.data(), static_cast<int64_t>(ll.B.size())});
+      }
+  train::AdamW adamw(train::AdamWConfig{}, params);
+
+  // (B, T) random ids; targets[t] = ids[t + 1] (the last position of each row has none).
+  model::TrainBatch batch;
+  batch.B = B;
+  batch.T = T;
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m.config().vocab_size) - 1);
+  for (int64_t i = 0; i < B * T; ++i) batch.ids.push_back(tok(rng));
+  batch.targets.assign(static_cast<size_t>(B * T), -100);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t + 1 < T; ++t) batch.targets[static_cast<size_t>(b * T + t)] = batch.ids[static_cast<size_t>(b * T + t + 1)];
+
+  model::TrainOptions opt;
+  opt.loss_scale = 1.0 / static_cast<double>(B * (T - 1));
+  opt.gradient_checkpointing = ckpt != 0;
+  std::vector<double> times;
+  double loss = 0;
+  for (int64_t s = 0; s <= steps; ++s) {  // step 0: warm-up, not timed
+    const auto t0 = std::chrono::steady_clock::now();
+    lora.zero_grad();
+    loss = model::forward_backward(m, lora, batch, opt).loss_sum * opt.loss_scale;
+    adamw.step(1e-4);
+    if (s > 0) times.push_back(seconds_since(t0));
+  }
+  const double med = median(times);
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: peak resident set, KiB on Linux
+  nlohmann::json j = {{"model", path},
+                      {"batch", B},
+                      {"seq", T},
+                      {"rank", rank},
+                      {"threads", omp_get_max_threads()},
+                      {"checkpointing", ckpt != 0},
+                      {"steps_timed", steps},
+                      {"median_step_s", med},
+                      {"tokens_per_s", static_cast<double>(B * T) / med},
+                      {"last_loss", loss},
+                      {"peak_rss_mib", static_cast<double>(ru.ru_maxrss) / 1024.0}};
+  std::cout << j.dump() << "\n";
+  return 0;
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""LoRA training speed on one model, side by side in one run: medtune (bench/bench_train_step)
+and PyTorch CPU + PEFT (transformers loading the same GGUF, dequantized to fp32).
+
+    python3 bench/compare_train.py --bench build/bench/bench_train_step \
+        --model models/SmolLM2-135M-Instruct.Q4_1.gguf --threads 2
+
+Both run the shape of issue 5's goal: batch 4 x 256 random token ids, labels = input ids (every
+next token a target), LoRA r16 alpha 32 on q,k,v,o,gate,up,down, one forward + backward + AdamW
+step per iteration; the median over --steps timed steps after one warm-up step. medtune reads the
+Q4_1 weights in place (dequantized tile by tile inside each matmul); PyTorch holds them as fp32.
+The peer is optional: a missing package is reported, not fatal. Prints a table and one JSON line.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+
+def bench_medtune(a, checkpointing):
+    out = subprocess.run([a.bench, a.model, "--batch", str(a.batch), "--seq", str(a.seq), "--rank", str(a.rank),
+                          "--steps", str(a.steps), "--threads", str(a.threads), "--checkpointing",
+                          str(int(checkpointing))], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def bench_torch_peft(a, checkpointing):
+    import resource
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    d, f = os.path.split(os.path.abspath(a.model))
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    model = get_peft_model(model, LoraConfig(r=a.rank, lora_alpha=2 * a.rank, lora_dropout=0.0,
+                                             target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
+                                                             "gate_proj", "up_proj", "down_proj"]))
+    model.train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    ids = torch.randint(0, model.config.vocab_size, (a.batch, a.seq), generator=torch.Generator().manual_seed(1234))
+    times, loss = [], 0.0
+    for s in range(a.steps + 1):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        opt.step()
+        if s:
+            times.append(time.perf_counter() - t0)
+        loss = out.loss.item()
+    med = statistics.median(times)
+    return {"median_step_s": med, "tokens_per_s": a.batch * a.seq / med, "last_loss": loss,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bench", default="build/bench/bench_train_step")
+    p.add_argument("--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--checkpointing", action="store_true", help="also measure with gradient checkpointing")
+    a = p.parse_args()
+    rows, results = [], {}
+    for ck in ([False, True] if a.checkpointing else [False]):
+        tag = "ckpt" if ck else "plain"
+        m = bench_medtune(a, ck)
+        results[f"medtune_{tag}"] = m
+        try:
+            t = bench_torch_peft(a, ck)
+        except ImportError as e:
+            t = None
+            print(f"PyTorch + PEFT peer skipped: {e}")
+        results[f"torch_peft_{tag}"] = t
+        rows.append((tag, m, t))
+    print(f"LoRA r{a.rank} all linear, batch {a.batch} x {a.seq}, {a.threads} threads, median of {a.steps} steps")
+    print(f"{'checkpointing':<14}{'engine':<16}{'step s':>9}{'tok/s':>9}{'peak RSS MiB':>14}")
+    for tag, m, t in rows:
+        for name, r in (("medtune", m), ("torch+peft", t)):
+            if r:
+                print(f"{tag:<14}{name:<16}{r['median_step_s']:>9.2f}{r['tokens_per_s']:>9.1f}{r['peak_rss_mib']:>14.0f}")
+        if t:
+            print(f"{'':<14}{'ratio':<16}{t['median_step_s'] / m['median_step_s']:>9.2f}x")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
