@@ -96,7 +96,8 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
     std::memcpy(call.k_cache + (b * s.Smax + s.past) * row, k.data() + b * s.T * row, bytes);
     std::memcpy(call.v_cache + (b * s.Smax + s.past) * row, v.data() + b * s.T * row, bytes);
   }
-  ops::attention_forward(a.att.data(), a.q.data(), call.k_cache, call.v_cache, call.key_valid, s);
+  ops::attention_forward(a.att.data(), a.q.data(), call.k_cache, call.v_cache, call.key_valid,
+                         call.seg_start, s);
   std::memcpy(a.x_mid.data(), x, static_cast<size_t>(N * C) * sizeof(float));
   std::vector<float> proj(static_cast<size_t>(N * C));  // (N, C)
   project_forward(proj.data(), a.att.data(), w.o, bias_or_null(w.o_bias), call.lora_at(Proj::o), sc,
@@ -154,7 +155,7 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   back(datt.data(), dx, dx, a.att.data(), w.o, Proj::o, false);
   std::vector<float> dq(static_cast<size_t>(N * QD)), dk(static_cast<size_t>(N * KVD)), dv(dk.size());
   ops::attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), a.q.data(), call.k_cache,
-                          call.v_cache, call.key_valid, s);
+                          call.v_cache, call.key_valid, call.seg_start, s);
   ops::rope_backward(dq.data(), call.cos, call.sin, N, NH, HD);
   ops::rope_backward(dk.data(), call.cos, call.sin, N, NKV, HD);
   // The base projections of q and k produced GGUF-ordered rows when permuted.

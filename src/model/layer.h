@@ -50,6 +50,7 @@ struct LayerCall {
   float* k_cache;                   // (B, Smax, NKV, HD) this layer's cache
   float* v_cache;
   const uint8_t* key_valid;         // (B, Smax)
+  const int64_t* seg_start = nullptr;  // (B, T) packed rows: each token's example start; null = none
 
   DropoutSite dropout(Proj p) const;
   const LoraLinear* lora_at(Proj p) const;

@@ -1,5 +1,6 @@
 #include "model/train_step.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -24,7 +25,26 @@ struct Prepared {
   std::vector<float> cos, sin;  // (N, HD/2)
   std::vector<uint8_t> valid;   // (B, T)
   std::vector<int64_t> rows;    // flat indices of positions with a target
+  std::vector<int64_t> seg_start;  // (B, T) packed rows: t - positions[t]; empty = not packed
+
+  const int64_t* segments() const { return seg_start.empty() ? nullptr : seg_start.data(); }
 };
+
+// Positions of a packed batch: each row starts an example at 0 and every token starts one (0) or
+// continues the previous one (+1). Returns seg_start (B, T).
+std::vector<int64_t> segment_starts(const TrainBatch& b) {
+  std::vector<int64_t> seg(b.positions.size());
+  for (int64_t r = 0; r < b.B; ++r)
+    for (int64_t t = 0; t < b.T; ++t) {
+      const auto n = static_cast<size_t>(r * b.T + t);
+      const int64_t pos = b.positions[n];
+      if (pos != 0 && (t == 0 || pos != b.positions[n - 1] + 1))
+        throw Internal("train batch: positions[" + std::to_string(r) + ", " + std::to_string(t) + "] = " +
+                       std::to_string(pos) + " neither starts an example (0) nor continues one");
+      seg[n] = t - pos;
+    }
+  return seg;
+}
 
 Prepared prepare(const LlamaModel& model, const TrainBatch& b) {
   const ModelConfig& c = model.config();
@@ -32,10 +52,13 @@ Prepared prepare(const LlamaModel& model, const TrainBatch& b) {
   Prepared p;
   p.N = b.B * b.T;
   if (static_cast<int64_t>(b.ids.size()) != p.N || static_cast<int64_t>(b.targets.size()) != p.N ||
-      (!b.mask.empty() && static_cast<int64_t>(b.mask.size()) != p.N))
-    throw Internal("train batch: ids/targets/mask sizes disagree with B*T");
+      (!b.mask.empty() && static_cast<int64_t>(b.mask.size()) != p.N) ||
+      (!b.positions.empty() && static_cast<int64_t>(b.positions.size()) != p.N))
+    throw Internal("train batch: ids/targets/mask/positions sizes disagree with B*T");
   const int64_t C = c.hidden_size, V = c.vocab_size;
-  check_sliding_window(c, b.T);
+  // Attention spans one example: a packed row may be longer than the window, its examples not.
+  const int64_t span = b.positions.empty() ? b.T : *std::max_element(b.positions.begin(), b.positions.end()) + 1;
+  check_sliding_window(c, span);
   p.x.resize(static_cast<size_t>(p.N * C));
   for (int64_t n = 0; n < p.N; ++n) {
     const int32_t id = b.ids[static_cast<size_t>(n)];
@@ -45,8 +68,13 @@ Prepared prepare(const LlamaModel& model, const TrainBatch& b) {
     if (t >= V) throw BadInput("target id " + std::to_string(t) + " is outside the vocabulary");
     if (t >= 0) p.rows.push_back(n);
   }
-  std::vector<int64_t> positions(static_cast<size_t>(p.N));
-  for (int64_t n = 0; n < p.N; ++n) positions[static_cast<size_t>(n)] = n % b.T;
+  std::vector<int64_t> positions = b.positions;
+  if (positions.empty()) {
+    positions.resize(static_cast<size_t>(p.N));
+    for (int64_t n = 0; n < p.N; ++n) positions[static_cast<size_t>(n)] = n % b.T;
+  } else {
+    p.seg_start = segment_starts(b);
+  }
   p.cos.resize(static_cast<size_t>(p.N * c.head_dim / 2));
   p.sin.resize(p.cos.size());
   rope_tables(model.inv_freq(), positions.data(), p.N, p.cos.data(), p.sin.data());
@@ -118,7 +146,7 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
   auto call_for = [&](int64_t l) {
     return LayerCall{c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, &lora,
                      opt.dropout_seed, true, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
-                     cache.layer_v(l), cache.valid.data()};
+                     cache.layer_v(l), cache.valid.data(), p.segments()};
   };
 
   // Forward, keeping every layer's activations, or only its input with checkpointing.
@@ -151,10 +179,11 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
   return result;
 }
 
-TrainStepResult forward_loss(LlamaModel& model, const TrainBatch& batch) {
+namespace {
+// Forward through every layer without gradients: p.x becomes the last layer's output (N, C).
+void forward_layers(LlamaModel& model, Prepared& p, const TrainBatch& batch) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
-  Prepared p = prepare(model, batch);
   KvCache cache(c, batch.B, batch.T);
   std::copy(p.valid.begin(), p.valid.end(), cache.valid.begin());
   const ops::AttentionShape shape{batch.B, batch.T, 0, batch.T, c.num_attention_heads,
@@ -164,13 +193,31 @@ TrainStepResult forward_loss(LlamaModel& model, const TrainBatch& batch) {
     a.resize(c, p.N, model.lora(), l);
     const LayerCall call{c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, model.lora(),
                          0, false, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
-                         cache.layer_v(l), cache.valid.data()};
+                         cache.layer_v(l), cache.valid.data(), p.segments()};
     layer_forward(call, p.x.data(), a);
   }
+}
+}  // namespace
+
+TrainStepResult forward_loss(LlamaModel& model, const TrainBatch& batch) {
+  Prepared p = prepare(model, batch);
+  forward_layers(model, p, batch);
   TrainStepResult r;
   r.tokens = static_cast<int64_t>(p.rows.size());
   r.loss_sum = loss_head(model, p.x.data(), p.rows, batch.targets, 1.0, nullptr);
   return r;
+}
+
+std::vector<float> forward_logits(LlamaModel& model, const TrainBatch& batch) {
+  const ModelConfig& c = model.config();
+  Prepared p = prepare(model, batch);
+  forward_layers(model, p, batch);
+  std::vector<float> h(p.x.size()), rstd(static_cast<size_t>(p.N));  // (N, C), (N)
+  std::vector<float> logits(static_cast<size_t>(p.N * c.vocab_size));  // (N, V)
+  ops::rmsnorm_forward(h.data(), rstd.data(), p.x.data(), model.weights().final_norm.data(), p.N,
+                       c.hidden_size, static_cast<float>(c.rms_norm_eps));
+  ops::linear_forward(logits.data(), h.data(), model.weights().lm_head, nullptr, p.N);
+  return logits;
 }
 
 }  // namespace medtune::model

@@ -17,6 +17,13 @@ struct TrainBatch {
   // (B, T): the id that position t must predict (the next token), or -100 (prompt, padding):
   // already shifted, so transformers' labels[t + 1] sits at targets[t].
   std::vector<int64_t> targets;
+  // (B, T) RoPE position of each token, or empty: 0..T-1 in every row (one example per row).
+  // Sequence packing: a row holds several examples, each restarting at position 0, and token t
+  // belongs to the example that starts at t - positions[t]; attention stays inside it. This is
+  // transformers' convention for packed rows (position_ids restarting at 0 mark the boundaries,
+  // from which flash-attention's varlen path derives its cu_seqlens). Each row must start at 0
+  // and every position be 0 or the previous one + 1.
+  std::vector<int64_t> positions;
 };
 
 struct TrainOptions {
@@ -39,5 +46,9 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
 
 // Loss only (no gradients): for validation.
 TrainStepResult forward_loss(LlamaModel& model, const TrainBatch& batch);
+
+// (B*T, V) logits of every position through the training path (with model.lora() if set), all
+// at once: for tests on small batches (packed against unpacked rows), not for training.
+std::vector<float> forward_logits(LlamaModel& model, const TrainBatch& batch);
 
 }  // namespace medtune::model

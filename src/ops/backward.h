@@ -47,7 +47,7 @@ void swiglu_backward(float* dgate, float* dup, const float* dh, const float* gat
 
 // Backward of attention_forward for the training case s.past == 0 (throws Internal otherwise).
 //   dq, dout, q: (B, T, NH, HD)   k, v, dk, dv: (B, Smax, NKV, HD), Smax >= T
-//   key_valid: (B, Smax) or null, as in the forward
+//   key_valid: (B, Smax) or null, seg_start: (B, T) or null (packed rows), as in the forward
 // Probabilities are recomputed (P is not saved). With S = scale·Q·Kᵀ (masked), P = softmax(S):
 //   dV = Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ⊙ (dP − D)·scale,  D_t = Σ_j P_tj·dP_tj (= dO_t·O_t),
 //   dQ = dS·K,   dK = dSᵀ·Q
@@ -55,10 +55,16 @@ void swiglu_backward(float* dgate, float* dup, const float* dh, const float* gat
 // 2·(B, T, NH, HD) fp32 scratch for the per-head terms, so that the sums are deterministic and
 // all B·NH heads run in parallel). All of dq, dk, dv are overwritten,
 // including cache rows [T, Smax), which get zeros. Padded keys and queries with no visible key
-// get exactly zero gradient.
+// get exactly zero gradient. Packed rows: each example's block is differentiated alone (keys of
+// one example get no gradient from another's queries, exactly zero), at Σ len² cost.
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, const uint8_t* key_valid,
-                        const AttentionShape& s);
+                        const int64_t* seg_start, const AttentionShape& s);
+inline void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                               const float* k, const float* v, const uint8_t* key_valid,
+                               const AttentionShape& s) {
+  ops::attention_backward(dq, dk, dv, dout, q, k, v, key_valid, nullptr, s);
+}
 
 // Backward of scale·Σ_n cross_entropy(logits_n, target_n) over targets >= 0:
 //   dlogits_n = (softmax(logits_n) − onehot(target_n))·scale,   zero rows where target_n < 0.
@@ -78,7 +84,12 @@ template <typename T>
 void swiglu_backward(T* dgate, T* dup, const T* dh, const T* gate, const T* up, int64_t n);
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
-                        const uint8_t* key_valid, const AttentionShape& s);
+                        const uint8_t* key_valid, const int64_t* seg_start, const AttentionShape& s);
+template <typename T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                        const uint8_t* key_valid, const AttentionShape& s) {
+  ref::attention_backward(dq, dk, dv, dout, q, k, v, key_valid, static_cast<const int64_t*>(nullptr), s);
+}
 template <typename T>
 void cross_entropy_backward(T* dlogits, const T* logits, const int64_t* targets, int64_t N,
                             int64_t V, T scale);

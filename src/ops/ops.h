@@ -40,11 +40,21 @@ void add_inplace(float* y, const float* x, int64_t n);
 // Query head h reads key/value head h / (NH / NKV). Scores are scaled by 1/sqrt(HD).
 // A query with no valid key (a left-padded position) outputs zeros; transformers outputs an
 // unspecified mixture there, and such positions are masked out of every loss and score.
+//   seg_start: (B, T) or null. Sequence packing (training): a row holds several examples and
+//     seg_start[b, t] is the first position of the example token t belongs to; its query sees
+//     keys [seg_start, t] only (block-diagonal causal mask), as if each example were its own row.
+//     Segments tile the row (seg_start[t] is t or seg_start[t - 1]) and past must be 0; Internal
+//     otherwise. The fast path computes each example's (len, len) block alone, so a packed row
+//     costs Σ len² rather than T². Null: one sequence per row.
 struct AttentionShape {
   int64_t B, T, past, Smax, NH, NKV, HD;
 };
 void attention_forward(float* out, const float* q, const float* k, const float* v,
-                       const uint8_t* key_valid, const AttentionShape& s);
+                       const uint8_t* key_valid, const int64_t* seg_start, const AttentionShape& s);
+inline void attention_forward(float* out, const float* q, const float* k, const float* v,
+                              const uint8_t* key_valid, const AttentionShape& s) {
+  ops::attention_forward(out, q, k, v, key_valid, nullptr, s);
+}
 
 // Mean cross-entropy of logits against targets, ignoring targets < 0 (Hugging Face's -100).
 // logits: (N, V)   targets: (N)   returns {sum of losses in double, count of targets}
@@ -60,7 +70,11 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int6
 void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD);
 void swiglu_forward(float* h, const float* gate, const float* up, int64_t n);
 void attention_forward(float* out, const float* q, const float* k, const float* v,
-                       const uint8_t* key_valid, const AttentionShape& s);
+                       const uint8_t* key_valid, const int64_t* seg_start, const AttentionShape& s);
+inline void attention_forward(float* out, const float* q, const float* k, const float* v,
+                              const uint8_t* key_valid, const AttentionShape& s) {
+  ref::attention_forward(out, q, k, v, key_valid, nullptr, s);
+}
 }  // namespace ref
 
 }  // namespace medtune::ops

@@ -11,6 +11,8 @@
 // (the code folds scale into dS). Masked entries have P = 0, hence dS = 0: padded keys receive
 // nothing, and a query with no visible key (P row all zero, output zero) has dQ = 0.
 // GQA: kv head g is read by query heads [g·group, (g+1)·group), so dK_g, dV_g sum over them.
+// Packed rows (seg_start): the mask is block-diagonal, so each example's block [r0, r1) is the
+// same computation on its own queries and keys; its keys get gradient from its queries only.
 #include <cblas.h>
 
 #include <algorithm>
@@ -21,15 +23,13 @@
 
 #include "core/error.h"
 #include "ops/backward.h"
+#include "ops/cpu/attention_mask.h"
 
 namespace medtune::ops {
 
-namespace {
-// Key j is visible to the query at position p when j <= p and it is not padding (as the forward).
-inline bool visible(const uint8_t* key_valid, int64_t b, int64_t Smax, int64_t j, int64_t p) {
-  return j <= p && (key_valid == nullptr || key_valid[b * Smax + j] != 0);
-}
+using detail::visible;
 
+namespace {
 void check_training_shape(const AttentionShape& s) {
   if (s.past != 0)
     throw Internal("attention_backward: past = " + std::to_string(s.past) +
@@ -44,8 +44,9 @@ void check_training_shape(const AttentionShape& s) {
 namespace ref {
 template <typename T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
-                        const uint8_t* key_valid, const AttentionShape& s) {
+                        const uint8_t* key_valid, const int64_t* seg_start, const AttentionShape& s) {
   check_training_shape(s);
+  detail::check_segments(seg_start, s, "attention_backward");
   const int64_t group = s.NH / s.NKV, HD = s.HD;
   const double scale = 1.0 / std::sqrt(static_cast<double>(HD));
   const auto qi = [&](int64_t b, int64_t t, int64_t h) { return ((b * s.T + t) * s.NH + h) * HD; };
@@ -57,14 +58,14 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.NH; ++h)
       for (int64_t t = 0; t < s.T; ++t) {
-        const int64_t g = h / group;
+        const int64_t g = h / group, lo = detail::segment_lo(seg_start, b, s.T, t);
         const T* qv = q + qi(b, t, h);
         const T* dov = dout + qi(b, t, h);
         // P row, as the forward: softmax over visible keys, all zero when none is visible.
         double mx = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j <= t; ++j) {
           p[static_cast<size_t>(j)] = 0;
-          if (!visible(key_valid, b, s.Smax, j, t)) continue;
+          if (!visible(key_valid, b, s.Smax, j, lo, t)) continue;
           double dot = 0;
           for (int64_t d = 0; d < HD; ++d)
             dot += static_cast<double>(qv[d]) * static_cast<double>(k[ki(b, j, g) + d]);
@@ -73,7 +74,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
         }
         double sum = 0;
         for (int64_t j = 0; j <= t; ++j) {
-          if (!visible(key_valid, b, s.Smax, j, t)) continue;
+          if (!visible(key_valid, b, s.Smax, j, lo, t)) continue;
           p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx);
           sum += p[static_cast<size_t>(j)];
         }
@@ -107,18 +108,19 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
 }
 template void attention_backward<float>(float*, float*, float*, const float*, const float*,
                                         const float*, const float*, const uint8_t*,
-                                        const AttentionShape&);
+                                        const int64_t*, const AttentionShape&);
 template void attention_backward<double>(double*, double*, double*, const double*, const double*,
                                          const double*, const double*, const uint8_t*,
-                                         const AttentionShape&);
+                                         const int64_t*, const AttentionShape&);
 }  // namespace ref
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                         const float* k, const float* v, const uint8_t* key_valid,
-                        const AttentionShape& s) {
+                        const int64_t* seg_start, const AttentionShape& s) {
   check_training_shape(s);
+  detail::check_segments(seg_start, s, "attention_backward");
   const int64_t T = s.T, HD = s.HD, group = s.NH / s.NKV;
-  const int Ti = static_cast<int>(T), HDi = static_cast<int>(HD);
+  const int HDi = static_cast<int>(HD);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   const int64_t q_stride = s.NH * HD, kv_stride = s.NKV * HD;
   const int qs = static_cast<int>(q_stride), kvs = static_cast<int>(kv_stride);
@@ -134,67 +136,75 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
     dv_heads.resize(dk_heads.size());
   }
   const int64_t tasks = s.B * s.NH;
+  const int64_t M = detail::longest_segment(seg_start, s.B, T);  // T without packing
 #pragma omp parallel
   {
-    std::vector<float> P(static_cast<size_t>(T * T));   // (T, T) probabilities, then dS
-    std::vector<float> dP(static_cast<size_t>(T * T));  // (T, T)
+    std::vector<float> P(static_cast<size_t>(M * M));   // (m, m) probabilities, then dS
+    std::vector<float> dP(static_cast<size_t>(M * M));  // (m, m)
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / s.NH, h = task % s.NH, g = h / group;
-      const float* kb = k + b * s.Smax * kv_stride + g * HD;  // (T, HD), row stride kv_stride
-      const float* vb = v + b * s.Smax * kv_stride + g * HD;
-      const float* qb = q + b * T * q_stride + h * HD;  // (T, HD), row stride q_stride
-      const float* dob = dout + b * T * q_stride + h * HD;
-      float* dqb = dq + b * T * q_stride + h * HD;
-      // This head's dK, dV (T, HD): straight into dk, dv (MHA) or into its scratch slice.
-      float* dkh = direct ? dk + b * s.Smax * kv_stride + g * HD : dk_heads.data() + b * T * q_stride + h * HD;
-      float* dvh = direct ? dv + b * s.Smax * kv_stride + g * HD : dv_heads.data() + b * T * q_stride + h * HD;
-      const int ldh = direct ? kvs : qs;
-      // P (T, T) = softmax(scale · Q · Kᵀ), recomputed exactly as the forward's fast path.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Ti, Ti, HDi, scale, qb, qs, kb, kvs,
-                  0.0f, P.data(), Ti);
-      for (int64_t t = 0; t < T; ++t) {
-        float* row = P.data() + t * T;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < T; ++j) {
-          if (visible(key_valid, b, s.Smax, j, t)) {
-            mx = std::fmax(mx, row[j]);
-          } else {
-            row[j] = -std::numeric_limits<float>::infinity();
+      // Block [r0, r1): the whole row, or one example of a packed row (queries and keys alike).
+      // The blocks tile the row, so every key row of dk, dv is written by exactly one block.
+      for (int64_t r0 = 0; r0 < T;) {
+        const int64_t r1 = detail::segment_end(seg_start, b, T, r0), m = r1 - r0;
+        const int mi = static_cast<int>(m);
+        const float* kb = k + (b * s.Smax + r0) * kv_stride + g * HD;  // (m, HD), row stride kv_stride
+        const float* vb = v + (b * s.Smax + r0) * kv_stride + g * HD;
+        const float* qb = q + (b * T + r0) * q_stride + h * HD;  // (m, HD), row stride q_stride
+        const float* dob = dout + (b * T + r0) * q_stride + h * HD;
+        float* dqb = dq + (b * T + r0) * q_stride + h * HD;
+        // This head's dK, dV (m, HD): straight into dk, dv (MHA) or into its scratch slice.
+        float* dkh = direct ? dk + (b * s.Smax + r0) * kv_stride + g * HD : dk_heads.data() + (b * T + r0) * q_stride + h * HD;
+        float* dvh = direct ? dv + (b * s.Smax + r0) * kv_stride + g * HD : dv_heads.data() + (b * T + r0) * q_stride + h * HD;
+        const int ldh = direct ? kvs : qs;
+        // P (m, m) = softmax(scale · Q · Kᵀ), recomputed exactly as the forward's fast path.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mi, mi, HDi, scale, qb, qs, kb, kvs,
+                    0.0f, P.data(), mi);
+        for (int64_t i = 0; i < m; ++i) {
+          float* row = P.data() + i * m;
+          float mx = -std::numeric_limits<float>::infinity();
+          for (int64_t c = 0; c < m; ++c) {
+            if (visible(key_valid, b, s.Smax, r0 + c, r0, r0 + i)) {
+              mx = std::fmax(mx, row[c]);
+            } else {
+              row[c] = -std::numeric_limits<float>::infinity();
+            }
           }
-        }
-        float sum = 0;
-        if (mx != -std::numeric_limits<float>::infinity()) {
-          for (int64_t j = 0; j < T; ++j) {
-            row[j] = std::exp(row[j] - mx);  // exp(-inf) = 0 for hidden keys
-            sum += row[j];
+          float sum = 0;
+          if (mx != -std::numeric_limits<float>::infinity()) {
+            for (int64_t c = 0; c < m; ++c) {
+              row[c] = std::exp(row[c] - mx);  // exp(-inf) = 0 for hidden keys
+              sum += row[c];
+            }
           }
+          const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+          for (int64_t c = 0; c < m; ++c) row[c] = sum > 0 ? row[c] * inv : 0.0f;
         }
-        const float inv = sum > 0 ? 1.0f / sum : 0.0f;
-        for (int64_t j = 0; j < T; ++j) row[j] = sum > 0 ? row[j] * inv : 0.0f;
+        // dV_h (m, HD) = Pᵀ (m, m) · dO (m, HD)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mi, HDi, mi, 1.0f, P.data(), mi, dob, qs,
+                    0.0f, dvh, ldh);
+        // dP (m, m) = dO (m, HD) · Vᵀ (HD, m)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mi, mi, HDi, 1.0f, dob, qs, vb, kvs,
+                    0.0f, dP.data(), mi);
+        // dS = P ⊙ (dP − D)·scale, in place over P. D is summed in double (m adds per row, free
+        // next to the GEMMs) because dP − D cancels where P concentrates on few keys.
+        for (int64_t i = 0; i < m; ++i) {
+          float* pr = P.data() + i * m;
+          const float* dpr = dP.data() + i * m;
+          double D = 0;
+          for (int64_t c = 0; c <= i; ++c) D += static_cast<double>(pr[c]) * static_cast<double>(dpr[c]);
+          const float Df = static_cast<float>(D);
+          for (int64_t c = 0; c < m; ++c) pr[c] = pr[c] * (dpr[c] - Df) * scale;
+        }
+        // dQ_h (m, HD) = dS (m, m) · K (m, HD)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mi, HDi, mi, 1.0f, P.data(), mi, kb,
+                    kvs, 0.0f, dqb, qs);
+        // dK_h (m, HD) = dSᵀ (m, m) · Q (m, HD)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mi, HDi, mi, 1.0f, P.data(), mi, qb, qs,
+                    0.0f, dkh, ldh);
+        r0 = r1;
       }
-      // dV_h (T, HD) = Pᵀ (T, T) · dO (T, HD)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Ti, HDi, Ti, 1.0f, P.data(), Ti, dob, qs,
-                  0.0f, dvh, ldh);
-      // dP (T, T) = dO (T, HD) · Vᵀ (HD, T)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Ti, Ti, HDi, 1.0f, dob, qs, vb, kvs,
-                  0.0f, dP.data(), Ti);
-      // dS = P ⊙ (dP − D)·scale, in place over P. D is summed in double (T adds per row, free
-      // next to the GEMMs) because dP − D cancels where P concentrates on few keys.
-      for (int64_t t = 0; t < T; ++t) {
-        float* pr = P.data() + t * T;
-        const float* dpr = dP.data() + t * T;
-        double D = 0;
-        for (int64_t j = 0; j <= t; ++j) D += static_cast<double>(pr[j]) * static_cast<double>(dpr[j]);
-        const float Df = static_cast<float>(D);
-        for (int64_t j = 0; j < T; ++j) pr[j] = pr[j] * (dpr[j] - Df) * scale;
-      }
-      // dQ_h (T, HD) = dS (T, T) · K (T, HD)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Ti, HDi, Ti, 1.0f, P.data(), Ti, kb,
-                  kvs, 0.0f, dqb, qs);
-      // dK_h (T, HD) = dSᵀ (T, T) · Q (T, HD)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Ti, HDi, Ti, 1.0f, P.data(), Ti, qb, qs,
-                  0.0f, dkh, ldh);
     }
   }
   // Group sums (in head order) and zeros for the cache rows past T, which the forward never reads.
