@@ -1,4 +1,5 @@
-// medtune train --config run.yaml [key=value ...] [--dry-run]
+// medtune train --config run.yaml [key=value ...] [--dry-run] [--resume auto|PATH] [--force-resume]
+//               [--max-runtime 12h]
 // Opens the model and tokenizer, renders the datasets into token ids (MedQA items through the
 // prompt renderer, conversations through the chat template), and hands them to the training loop
 // (train/trainer.h). --dry-run stops after planning: resolved config, dataset sizes, steps and a
@@ -19,6 +20,7 @@
 #include "model/llama.h"
 #include "model_files.h"
 #include "tokenizer/chat_template.h"
+#include "train/batcher.h"
 #include "train/data.h"
 #include "train/metrics_log.h"
 #include "train/progress.h"
@@ -116,8 +118,10 @@ std::string mib(double bytes) {
 }
 
 // The memory the run will need, from the model shape and the config; fp32 throughout (CPU).
+// weight_bytes: the mapped base (file) bytes; nf4_bytes: base linears quantized at load
+// (QLoRA, model::planned_weight_bytes), owned in memory, whose originals are not resident.
 void print_memory_plan(const train::TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
-                       int64_t weight_bytes) {
+                       int64_t weight_bytes, int64_t nf4_bytes = 0) {
   const double f = 4.0;  // bytes per fp32
   const auto N = static_cast<double>(cfg.micro_batch_size * cfg.sequence_len);
   const auto C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
@@ -137,13 +141,16 @@ void print_memory_plan(const train::TrainConfig& cfg, const ModelConfig& c, cons
   std::cout << "memory plan (fp32 CPU; micro_batch_size " << cfg.micro_batch_size << " x sequence_len "
             << cfg.sequence_len << "):\n"
             << "  base weights (mapped, file)  " << mib(static_cast<double>(weight_bytes)) << "\n"
+            << (nf4_bytes > 0 ? "  base linears, NF4 (owned)    " + mib(static_cast<double>(nf4_bytes)) +
+                                    " (bitsandbytes NF4, 4.5 bits/weight as held)\n"
+                              : std::string())
             << "  LoRA parameters              " << mib(params) << "\n"
             << "  LoRA gradients               " << mib(params) << "\n"
             << "  AdamW moments (m, v)         " << mib(2 * params) << "\n"
             << "  activations                  " << mib(acts) << (cfg.gradient_checkpointing ? " (checkpointing on; off: " + mib(acts_full) + ")" : " (checkpointing off; on: " + mib(acts_ckpt) + ")") << "\n"
             << "  keys/values                  " << mib(kv) << "\n"
             << "  total (excluding the loss head's logits chunk) "
-            << mib(static_cast<double>(weight_bytes) + 4 * params + acts + kv) << "\n";
+            << mib(static_cast<double>(weight_bytes + nf4_bytes) + 4 * params + acts + kv) << "\n";
 }
 
 }  // namespace
@@ -153,16 +160,31 @@ void add_train_command(CLI::App& app) {
     std::string config;
     std::vector<std::string> overrides;
     bool dry_run = false;
+    std::string resume;       // "auto" or a checkpoint folder; overrides resume_from_checkpoint
+    bool force_resume = false;
+    std::string max_runtime;  // overrides max_runtime
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Fine-tune a LoRA adapter from an axolotl-style YAML config");
   cmd->add_option("-c,--config", args->config, "Training config (YAML)")->required();
   cmd->add_option("overrides", args->overrides, "key=value settings that override the config");
   cmd->add_flag("--dry-run", args->dry_run, "Print the resolved config, data sizes, steps and memory plan; do not train");
+  cmd->add_option("--resume", args->resume,
+                  "Continue from a checkpoint: 'auto' (the newest valid one in output_dir; none: start fresh) "
+                  "or a checkpoint-<step> folder");
+  cmd->add_flag("--force-resume", args->force_resume,
+                "Resume even if the base model, data or config differ from the checkpoint's");
+  cmd->add_option("--max-runtime", args->max_runtime,
+                  "Save a checkpoint and exit 0 after this long (12h, 90m, 3600s or seconds)");
   cmd->callback([args] {
-    const train::TrainConfig cfg = train::load_train_config(args->config, args->overrides);
-    if (cfg.sample_packing)
-      throw BadInput("sample_packing is not supported yet (attention would need per-example masks)");
+    train::TrainConfig cfg = train::load_train_config(args->config, args->overrides);
+    if (!args->max_runtime.empty()) {
+      const auto s = train::parse_duration_s(args->max_runtime);
+      if (!s) throw BadInput("--max-runtime: expected " + std::string(train::kDurationMust) + ", got '" + args->max_runtime + "'");
+      cfg.max_runtime_s = *s;
+    }
+    if (!args->resume.empty())
+      cfg.resume_from_checkpoint = args->resume == "auto" ? args->resume : fs::absolute(args->resume).string();
     auto ckpt = io::open_checkpoint(cfg.base_model);
     const auto tok = open_tokenizer(ckpt);
     Renderers r{*tok, std::nullopt, nullptr, "", ""};
@@ -186,7 +208,7 @@ void add_train_command(CLI::App& app) {
     r.prompts = std::make_unique<eval::PromptRenderer>(popt, *tok, std::move(prompt_chat));
 
     LoadedData ld = load_data(cfg, r);
-    const train::StepPlan plan = train::plan_steps(cfg, static_cast<int64_t>(ld.data.train.size()));
+    const train::StepPlan plan = train::plan_steps(cfg, train::example_lengths(ld.data.train));
     int64_t max_len = 0, answer_tokens = 0;
     for (const auto& ex : ld.data.train) {
       max_len = std::max(max_len, ex.length());
@@ -204,12 +226,21 @@ void add_train_command(CLI::App& app) {
                 << cfg.gradient_accumulation_steps << " per step, warmup " << plan.warmup_steps << ")\n";
       const auto mc = ckpt.config;
       const auto lora = model::init_lora(mc, train::lora_config(cfg), 0);
-      print_memory_plan(cfg, mc, lora, checkpoint_bytes(cfg.base_model));
+      if (cfg.base_quant == train::BaseQuant::kNf4) {
+        const auto wb = model::planned_weight_bytes(ckpt, model::WeightQuant::kNf4);
+        print_memory_plan(cfg, mc, lora, wb.mapped, wb.quantized);
+      } else {
+        print_memory_plan(cfg, mc, lora, checkpoint_bytes(cfg.base_model));
+      }
       return;
     }
 
-    model::LlamaModel model(std::move(ckpt));
+    // QLoRA (adapter: qlora / load_in_4bit / base_quant: nf4): the block linears become NF4 here
+    model::LlamaModel model(std::move(ckpt), cfg.base_quant == train::BaseQuant::kNf4
+                                                 ? model::WeightQuant::kNf4
+                                                 : model::WeightQuant::kNone);
     train::TrainHooks hooks;
+    hooks.force_resume = args->force_resume;
     if (!ld.val_items.empty())
       hooks.letter_accuracy = [&] { return eval::letter_accuracy(model, *r.prompts, ld.val_items); };
     const train::TrainSummary s = train::run_training(cfg, model, ld.data, hooks, std::cerr);
@@ -224,6 +255,7 @@ void add_train_command(CLI::App& app) {
       if (a.accuracy && b.accuracy) std::printf(", letter accuracy %.4f -> %.4f", *a.accuracy, *b.accuracy);
       std::printf(" (step %lld -> %lld)\n", static_cast<long long>(a.step), static_cast<long long>(b.step));
     }
+    if (!s.checkpoint_dir.empty()) std::printf("checkpoint: %s\n", s.checkpoint_dir.c_str());
     std::printf("adapter: %s\n", s.adapter_dir.c_str());
   });
 }

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+
 #include "core/error.h"
 
 namespace medtune::train {
@@ -10,8 +13,31 @@ MetricsLog::MetricsLog(const std::string& path) : path_(path), out_(path, std::i
   if (!out_) throw BadInput(path + ": cannot write the metrics log (check output_dir)");
 }
 
+MetricsLog::MetricsLog(const std::string& path, int64_t keep_bytes) : path_(path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) {  // no log yet
+    open_append();
+    return;
+  }
+  // A log shorter than recorded (lost with the page cache in a crash) is kept as it is.
+  if (keep_bytes >= 0 && static_cast<uintmax_t>(keep_bytes) < size) {
+    std::filesystem::resize_file(path, static_cast<uintmax_t>(keep_bytes), ec);
+    if (ec) throw BadInput(path + ": cannot shorten the metrics log: " + ec.message());
+  }
+  bytes_ = static_cast<int64_t>(std::min<uintmax_t>(size, static_cast<uintmax_t>(std::max<int64_t>(keep_bytes, 0))));
+  open_append();
+}
+
+void MetricsLog::open_append() {
+  out_.open(path_, std::ios::app);
+  if (!out_) throw BadInput(path_ + ": cannot write the metrics log (check output_dir)");
+}
+
 void MetricsLog::write(const nlohmann::json& record) {
-  out_ << record.dump() << '\n';
+  const std::string line = record.dump() + '\n';
+  out_ << line;
+  bytes_ += static_cast<int64_t>(line.size());
   out_.flush();
 }
 

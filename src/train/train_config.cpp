@@ -261,27 +261,12 @@ std::vector<model::Proj> read_targets(const Entry& e) {
   return out;
 }
 
-// "12h", "90m", "3600s", "1h30m" or a bare number of seconds.
+// max_runtime: see parse_duration_s.
 int64_t read_duration(const Entry& e) {
-  constexpr std::string_view must = "a duration like 12h, 90m, 1h30m or 3600s";
-  static const std::regex kDuration("([0-9]+[dhms])+|[0-9]+");
   const YAML::Node& n = e.value;
-  if (!n.IsScalar() || !std::regex_match(n.Scalar(), kDuration)) fail_type(e, n, must);
-  int64_t total = 0, number = 0;
-  for (const char c : n.Scalar()) {
-    if (c >= '0' && c <= '9') {
-      if (number > kMaxInt / 100) fail_type(e, n, must);
-      number = number * 10 + (c - '0');
-      continue;
-    }
-    const int64_t unit = c == 'd' ? 86400 : c == 'h' ? 3600 : c == 'm' ? 60 : 1;
-    if (number > (kMaxInt - total) / unit) fail_type(e, n, must);
-    total += number * unit;
-    number = 0;
-  }
-  total += number;
-  if (total <= 0) fail_type(e, n, must);
-  return total;
+  const std::optional<int64_t> s = n.IsScalar() ? parse_duration_s(n.Scalar()) : std::nullopt;
+  if (!s) fail_type(e, n, kDurationMust);
+  return *s;
 }
 
 // ---- the keys ----
@@ -924,6 +909,27 @@ void emit(YAML::Emitter& out, const nlohmann::ordered_json& v) {
 }
 
 }  // namespace
+
+std::optional<int64_t> parse_duration_s(std::string_view text) {
+  static const std::regex kDuration("([0-9]+[dhms])+|[0-9]+");
+  if (!std::regex_match(text.begin(), text.end(), kDuration)) return std::nullopt;
+  int64_t total = 0, number = 0;
+  for (const char c : text) {
+    if (c >= '0' && c <= '9') {
+      if (number > kMaxInt / 100) return std::nullopt;
+      number = number * 10 + (c - '0');
+      continue;
+    }
+    const int64_t unit = c == 'd' ? 86400 : c == 'h' ? 3600 : c == 'm' ? 60 : 1;
+    if (number > (kMaxInt - total) / unit) return std::nullopt;
+    total += number * unit;
+    number = 0;
+  }
+  if (number > kMaxInt - total) return std::nullopt;
+  total += number;
+  if (total <= 0) return std::nullopt;
+  return total;
+}
 
 nlohmann::json to_json(const TrainConfig& c) {
   return nlohmann::json(resolved(c));

@@ -111,6 +111,11 @@ nlohmann::json to_json(const TrainConfig& cfg);
 // config.
 std::string to_yaml(const TrainConfig& cfg);
 
+// A duration as max_runtime and `medtune train --max-runtime` take it: "12h", "90m", "1h30m",
+// "3600s", "2d" or a bare number of seconds. nullopt when malformed, zero or overflowing.
+inline constexpr std::string_view kDurationMust = "a duration like 12h, 90m, 1h30m or 3600s";
+std::optional<int64_t> parse_duration_s(std::string_view text);
+
 // The parts other components take.
 model::LoraConfig lora_config(const TrainConfig& cfg);
 AdamWConfig adamw_config(const TrainConfig& cfg);

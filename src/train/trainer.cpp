@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <span>
 
@@ -18,6 +19,9 @@
 #include "model/lora_peft.h"
 #include "model/train_step.h"
 #include "train/batcher.h"
+#include "train/checkpoint_dir.h"
+#include "train/checkpoint_identity.h"
+#include "train/checkpoint_state.h"
 #include "train/grad_clip.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
@@ -58,20 +62,29 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Walks the micro-batches of successive epochs; epoch plans are made as they are reached.
+// Walks the micro-batches of successive epochs; epoch plans are made as they are reached. Its
+// state (epoch, position) is what a checkpoint stores so a resume seeks instead of replaying.
 class BatchCursor {
  public:
-  BatchCursor(std::vector<int64_t> lengths, BatchPlanOptions opt)
-      : lengths_(std::move(lengths)), opt_(opt) {}
+  BatchCursor(std::vector<int64_t> lengths, BatchPlanOptions opt, const CursorState& at)
+      : lengths_(std::move(lengths)), opt_(opt), plan_(plan_epoch(lengths_, opt_, at.epoch)),
+        pos_(static_cast<size_t>(at.position)), epoch_(at.epoch), consumed_(at.consumed) {
+    if (pos_ > plan_.size())
+      throw BadInput("checkpoint cursor: position " + std::to_string(at.position) + " is past the " +
+                     std::to_string(plan_.size()) + " micro-batches of epoch " + std::to_string(at.epoch));
+  }
   const std::vector<int64_t>& next() {
     if (pos_ >= plan_.size()) {
-      plan_ = plan_epoch(lengths_, opt_, epoch_++);
+      plan_ = plan_epoch(lengths_, opt_, ++epoch_);
       pos_ = 0;
     }
     ++consumed_;
     return plan_[pos_++];
   }
   int64_t consumed() const { return consumed_; }
+  CursorState state() const {
+    return {epoch_, static_cast<int64_t>(pos_), consumed_, plan_sha256(plan_)};
+  }
 
  private:
   std::vector<int64_t> lengths_;
@@ -106,28 +119,56 @@ std::vector<std::span<float>> lora_grads(model::LoraWeights& lora) {
   return g;
 }
 
-void save_adapter(const model::LoraWeights& lora, const TrainConfig& cfg, const std::string& dir) {
-  const io::PeftAdapter adapter = model::lora_to_peft(lora, cfg.base_model);
-  write_peft_adapter(dir, adapter, {});
+// Copies a checkpoint's adapter into `lora` (same targets and rank, checked), bit for bit: the
+// adapter is stored in F32.
+void restore_lora(model::LoraWeights& lora, const std::string& dir) {
+  const io::PeftAdapter a = io::read_peft_adapter(dir);
+  size_t matched = 0;
+  for (size_t l = 0; l < lora.layers.size(); ++l)
+    for (int p = 0; p < model::kNumProj; ++p) {
+      auto& ll = lora.layers[l][static_cast<size_t>(p)];
+      if (!ll.enabled()) continue;
+      const std::string module = model::proj_module_path(static_cast<int64_t>(l), static_cast<model::Proj>(p));
+      const auto it = std::find_if(a.pairs.begin(), a.pairs.end(), [&](const auto& x) { return x.module == module; });
+      if (it == a.pairs.end() || it->A.size() != ll.A.size() || it->B.size() != ll.B.size())
+        throw BadInput(dir + "/adapter_model.safetensors: " + module +
+                       " is missing or has another shape than this run's LoRA");
+      std::copy(it->A.begin(), it->A.end(), ll.A.begin());
+      std::copy(it->B.begin(), it->B.end(), ll.B.begin());
+      ++matched;
+    }
+  if (matched != a.pairs.size())
+    throw BadInput(dir + "/adapter_model.safetensors: adapts " + std::to_string(a.pairs.size()) +
+                   " modules, this run " + std::to_string(matched));
 }
 
-// Keeps the newest save_total_limit checkpoint-<step> folders.
-void prune_checkpoints(const TrainConfig& cfg) {
-  if (cfg.save_total_limit <= 0) return;
-  std::vector<std::pair<int64_t, fs::path>> found;
-  for (const auto& e : fs::directory_iterator(cfg.output_dir)) {
-    const std::string name = e.path().filename().string();
-    if (!e.is_directory() || name.rfind("checkpoint-", 0) != 0) continue;
-    try {
-      found.emplace_back(std::stoll(name.substr(11)), e.path());
-    } catch (const std::exception&) {
-    }
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw BadInput(path + ": cannot open");
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw BadInput(path + ": " + e.what());
   }
-  std::sort(found.begin(), found.end());
-  while (static_cast<int64_t>(found.size()) > cfg.save_total_limit) {
-    fs::remove_all(found.front().second);
-    found.erase(found.begin());
+}
+
+// The checkpoint a run continues: cfg.resume_from_checkpoint resolved ("auto": the newest valid
+// one in output_dir, skipping damaged ones with a warning). nullopt: start fresh.
+std::optional<CheckpointEntry> find_resume_point(const TrainConfig& cfg, Progress& progress) {
+  if (cfg.resume_from_checkpoint.empty()) return std::nullopt;
+  if (cfg.resume_from_checkpoint == "auto") {
+    std::vector<std::string> warnings;
+    auto found = newest_valid_checkpoint(cfg.output_dir, warnings);
+    for (const auto& w : warnings) progress.message("warning: " + w);
+    if (!found) progress.message("resume auto: no valid checkpoint in " + cfg.output_dir + " yet; starting fresh");
+    return found;
   }
+  const std::string& path = cfg.resume_from_checkpoint;
+  if (!fs::is_directory(path)) throw BadInput("resume_from_checkpoint: " + path + ": no such checkpoint folder");
+  const std::string problem = checkpoint_problem(path);
+  if (!problem.empty()) throw BadInput("cannot resume from " + path + ": " + problem);
+  const auto step = checkpoint_step(fs::path(path).filename().string());
+  return CheckpointEntry{step.value_or(-1), path};
 }
 
 }  // namespace
@@ -135,8 +176,13 @@ void prune_checkpoints(const TrainConfig& cfg) {
 void request_stop() { g_stop_signal = SIGINT; }
 
 StepPlan plan_steps(const TrainConfig& cfg, int64_t num_train_examples) {
+  if (cfg.sample_packing) throw Internal("plan_steps: with sample_packing the plan needs the examples' lengths");
+  return plan_steps(cfg, std::vector<int64_t>(static_cast<size_t>(num_train_examples), 0));
+}
+
+StepPlan plan_steps(const TrainConfig& cfg, const std::vector<int64_t>& lengths) {
   StepPlan p;
-  p.batches_per_epoch = (num_train_examples + cfg.micro_batch_size - 1) / cfg.micro_batch_size;
+  p.batches_per_epoch = micro_batches_per_epoch(lengths, batch_plan_options(cfg));
   if (cfg.max_steps > 0) {
     p.total_steps = cfg.max_steps;
   } else {
@@ -168,21 +214,32 @@ EvalPoint validation_loss(model::LlamaModel& model, const std::vector<Example>& 
 
 TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, const TrainData& data,
                           const TrainHooks& hooks, std::ostream& log) {
-  if (cfg.sample_packing)
-    throw BadInput("sample_packing is not supported yet (attention would need per-example masks)");
   if (data.train.empty()) throw BadInput("datasets: no training examples");
-  if (!cfg.resume_from_checkpoint.empty())
-    throw BadInput("resume_from_checkpoint is not supported yet (checkpoints hold the adapter only, "
-                   "not the AdamW moments and data position a bit-exact resume needs)");
   if (cfg.num_threads > 0) omp_set_num_threads(static_cast<int>(cfg.num_threads));
   const auto t0 = Clock::now();
   StopSignals signals;
 
   fs::create_directories(cfg.output_dir);
-  io::atomic_write_file((fs::path(cfg.output_dir) / "config_resolved.json").string(), to_json(cfg).dump(2) + "\n");
-  MetricsLog metrics((fs::path(cfg.output_dir) / "metrics.jsonl").string());
   Progress progress(log, std::cerr, isatty(STDERR_FILENO) != 0);
   for (const auto& w : cfg.warnings) progress.message("warning: " + w);
+  for (const auto& name : remove_interrupted_saves(cfg.output_dir))
+    progress.message("removed " + name + " (a save that was interrupted)");
+  const int64_t save_delay_ms = save_delay_ms_from_env();
+
+  // Hashed once per run: every checkpoint records it, and a resume compares it.
+  const auto hash_start = Clock::now();
+  const RunIdentity identity = compute_identity(cfg, data.train, data.val);
+  {
+    int64_t model_bytes = 0;
+    for (const auto& f : identity.model_files) model_bytes += f.bytes;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "identity: hashed %zu model file(s) (%.1f MiB) and %zu data file(s) in %.1f s",
+                  identity.model_files.size(), static_cast<double>(model_bytes) / (1024.0 * 1024.0),
+                  identity.data_files.size(), seconds_since(hash_start));
+    progress.message(buf);
+  }
+  const std::string config_json = to_json(cfg).dump(2) + "\n";
+  io::atomic_write_file((fs::path(cfg.output_dir) / "config_resolved.json").string(), config_json);
 
   model::LoraWeights lora = model::init_lora(model.config(), lora_config(cfg), static_cast<uint64_t>(cfg.seed));
   model.set_lora(&lora);
@@ -194,7 +251,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   const std::vector<std::span<float>> grads_mut = lora_grads(lora);
   const std::span<const std::span<float>> grads(grads_mut);
 
-  const StepPlan plan = plan_steps(cfg, static_cast<int64_t>(data.train.size()));
+  const StepPlan plan = plan_steps(cfg, example_lengths(data.train));
   ScheduleConfig sched;
   sched.kind = cfg.lr_scheduler;
   sched.base_lr = cfg.learning_rate;
@@ -204,6 +261,71 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
 
   TrainSummary sum;
   sum.total_steps = plan.total_steps;
+  std::vector<int64_t> lengths;
+  for (const auto& ex : data.train) lengths.push_back(ex.length());
+  const BatchPlanOptions batch_opt = batch_plan_options(cfg);
+
+  // Resume: everything the uninterrupted run would hold after checkpoint's step.
+  const std::optional<CheckpointEntry> from = find_resume_point(cfg, progress);
+  if (!from) {
+    // A fresh start replaces whatever run was in output_dir (its metrics.jsonl and adapter/ are
+    // overwritten too). Its checkpoints must go: a later --resume auto would take them for this
+    // run's, and pruning would delete this run's newer-numbered ones in their favour.
+    for (const auto& old : list_checkpoints(cfg.output_dir)) {
+      fs::remove_all(old.path);
+      progress.message("removed " + old.path + " (an earlier run's; this run starts fresh)");
+    }
+  }
+  TrainerState resumed;
+  if (from) {
+    const RunIdentity saved = identity_from_json(read_json_file(from->path + "/identity.json"), from->path + "/identity.json");
+    const auto diffs = identity_differences(saved, identity);
+    if (!diffs.empty()) {
+      std::string what = "it was written by a different run:";
+      for (const auto& d : diffs) what += "\n  " + d;
+      if (!hooks.force_resume)
+        throw BadInput("cannot resume from " + from->path + ": " + what +
+                       "\n(use another output_dir for a new run, or --force-resume to continue anyway)");
+      progress.message("warning: --force-resume: resuming from " + from->path + " although " + what);
+    }
+    resumed = trainer_state_from_json(read_json_file(from->path + "/trainer_state.json"), from->path + "/trainer_state.json");
+    if (resumed.step > plan.total_steps)
+      throw BadInput(from->path + ": step " + std::to_string(resumed.step) + " is past this run's " +
+                     std::to_string(plan.total_steps) + " steps");
+    if ((resumed.total_steps != plan.total_steps || resumed.warmup_steps != plan.warmup_steps) && !hooks.force_resume)
+      throw BadInput(from->path + ": planned " + std::to_string(resumed.total_steps) + " steps (" +
+                     std::to_string(resumed.warmup_steps) + " warmup), this run " + std::to_string(plan.total_steps) +
+                     " (" + std::to_string(plan.warmup_steps) + ")");
+    restore_lora(lora, from->path);
+    read_optimizer_state(from->path + "/optimizer.safetensors", adamw);
+    if (adamw.step_count() != resumed.step)
+      throw BadInput(from->path + ": optimizer.safetensors is at step " + std::to_string(adamw.step_count()) +
+                     ", trainer_state.json at step " + std::to_string(resumed.step));
+    sum.tokens = resumed.tokens;
+    sum.input_tokens = resumed.input_tokens;
+    sum.losses = resumed.losses;
+    sum.evals = resumed.evals;
+    if (!sum.losses.empty()) sum.final_loss = sum.losses.back();
+    sum.resumed_from = sum.checkpoint_dir = from->path;
+    if (resumed.num_threads != omp_get_max_threads())
+      progress.message("warning: " + from->path + " was written with " + std::to_string(resumed.num_threads) +
+                       " threads, this run has " + std::to_string(omp_get_max_threads()) +
+                       ": it continues, but not bit-identically to an uninterrupted run");
+  }
+  BatchCursor cursor(lengths, batch_opt, resumed.cursor);
+  if (from && cursor.state().plan_sha256 != resumed.cursor.plan_sha256) {
+    const std::string msg = from->path + ": the data order of epoch " + std::to_string(resumed.cursor.epoch) +
+                            " differs from the one the checkpoint was trained on";
+    if (!hooks.force_resume) throw BadInput(msg);
+    progress.message("warning: --force-resume: " + msg);
+  }
+  // A resume in the checkpoint's own run directory continues its log from the checkpoint; one
+  // into another output_dir (--resume PATH elsewhere) starts a new log there.
+  std::error_code same_ec;
+  const bool same_dir = from && fs::equivalent(fs::path(from->path).parent_path(), cfg.output_dir, same_ec);
+  const std::string metrics_path = (fs::path(cfg.output_dir) / "metrics.jsonl").string();
+  MetricsLog metrics = same_dir ? MetricsLog(metrics_path, resumed.metrics_bytes) : MetricsLog(metrics_path);
+
   {
     char buf[256];
     std::snprintf(buf, sizeof buf,
@@ -214,6 +336,9 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
                   static_cast<long long>(lora.num_parameters()));
     progress.message(buf);
   }
+  if (from)
+    progress.message("resuming from " + from->path + " (step " + std::to_string(resumed.step) + " of " +
+                     std::to_string(plan.total_steps) + ")");
 
   auto evaluate = [&](int64_t step) {
     if (data.val.empty() && !hooks.letter_accuracy) return;
@@ -234,13 +359,46 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     progress.message(line);
     sum.evals.push_back(e);
   };
-  if (cfg.eval_steps > 0) evaluate(0);
 
-  std::vector<int64_t> lengths;
-  for (const auto& ex : data.train) lengths.push_back(ex.length());
-  BatchCursor cursor(lengths, {cfg.micro_batch_size, cfg.group_by_length, static_cast<uint64_t>(cfg.seed)});
+  // Writes checkpoint-<done> (train/checkpoint_dir.h) and prunes old ones once it is in place.
+  int64_t last_saved = from ? resumed.step : -1;  // that state is on disk already
+  auto save_checkpoint = [&](int64_t done) {
+    if (done == last_saved) return;
+    TrainerState st;
+    st.step = done;
+    st.total_steps = plan.total_steps;
+    st.warmup_steps = plan.warmup_steps;
+    st.tokens = sum.tokens;
+    st.input_tokens = sum.input_tokens;
+    st.losses = sum.losses;
+    st.evals = sum.evals;
+    st.cursor = cursor.state();
+    st.num_threads = omp_get_max_threads();
+    st.metrics_bytes = metrics.bytes();
+    st.elapsed_s = resumed.elapsed_s + seconds_since(t0);
+    const io::PeftAdapter adapter = model::lora_to_peft(lora, cfg.base_model);
+    auto json_part = [](const std::string& file, std::string text) {
+      return [file, text = std::move(text)](const std::string& dir) { io::atomic_write_file(dir + "/" + file, text); };
+    };
+    const std::vector<CheckpointPart> parts{
+        {"adapter_config.json, adapter_model.safetensors",
+         [&](const std::string& dir) { io::write_peft_adapter(dir, adapter, hooks.adapter_metadata); }},
+        {"optimizer.safetensors", [&](const std::string& dir) { write_optimizer_state(dir + "/optimizer.safetensors", adamw); }},
+        {"trainer_state.json", json_part("trainer_state.json", to_json(st).dump(2) + "\n")},
+        {"config_resolved.json", json_part("config_resolved.json", config_json)},
+        {"identity.json", json_part("identity.json", to_json(identity).dump(2) + "\n")},
+    };
+    sum.checkpoint_dir = write_checkpoint_dir(cfg.output_dir, done, parts, save_delay_ms);
+    last_saved = done;
+    prune_checkpoints(cfg.output_dir, cfg.save_total_limit);
+    progress.message("saved " + sum.checkpoint_dir);
+  };
+
+  if (cfg.eval_steps > 0 && !from) evaluate(0);
+
   const auto train_start = Clock::now();
-  int64_t step = 0;
+  const int64_t input_tokens_before = sum.input_tokens;  // tokens_per_s counts this invocation's
+  int64_t step = resumed.step;
   sum.stop_reason = "completed";
   for (; step < plan.total_steps; ++step) {
     if (g_stop_signal != 0) {
@@ -255,7 +413,8 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     std::vector<model::TrainBatch> micro;
     int64_t step_targets = 0;
     for (int64_t a = 0; a < cfg.gradient_accumulation_steps; ++a) {
-      micro.push_back(make_batch(data.train, cursor.next(), cfg.train_on_inputs, data.pad_id));
+      micro.push_back(make_batch(data.train, cursor.next(), cfg.train_on_inputs, data.pad_id,
+                                 cfg.sample_packing ? cfg.sequence_len : 0));
       step_targets += count_targets(micro.back());
       for (uint8_t m : micro.back().mask) sum.input_tokens += m;
     }
@@ -277,7 +436,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     const int64_t done = step + 1;
     const double train_s = seconds_since(train_start);
     ProgressState ps{done, plan.total_steps, loss, lr,
-                     train_s > 0 ? static_cast<double>(sum.input_tokens) / train_s : 0.0, seconds_since(t0), rss_bytes()};
+                     train_s > 0 ? static_cast<double>(sum.input_tokens - input_tokens_before) / train_s : 0.0, seconds_since(t0), rss_bytes()};
     if (!std::isfinite(loss) || !std::isfinite(grad_norm))
       progress.message("warning: step " + std::to_string(done) + ": non-finite loss or gradient norm");
     if (cfg.logging_steps > 0 && (done % cfg.logging_steps == 0 || done == plan.total_steps)) {
@@ -291,13 +450,10 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
                      {"rss_bytes", ps.rss_bytes}});
       progress.update(ps);
     }
-    if (cfg.save_steps > 0 && done % cfg.save_steps == 0 && done < plan.total_steps) {
-      const std::string dir = (fs::path(cfg.output_dir) / ("checkpoint-" + std::to_string(done))).string();
-      save_adapter(lora, cfg, dir);
-      prune_checkpoints(cfg);
-      progress.message("saved " + dir);
-    }
+    // Evaluate before saving, so the checkpoint holds this step's evaluation and a resume from it
+    // neither repeats nor loses it.
     if (cfg.eval_steps > 0 && done % cfg.eval_steps == 0 && done < plan.total_steps) evaluate(done);
+    if (cfg.save_steps > 0 && done % cfg.save_steps == 0 && done < plan.total_steps) save_checkpoint(done);
   }
   sum.steps = step;
   progress.finish();
@@ -308,12 +464,11 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   if (cfg.eval_steps > 0 && sum.stop_reason == "completed" &&
       (sum.evals.empty() || sum.evals.back().step != step))
     evaluate(step);
+  // The last checkpoint (end, signal or max_runtime); skipped when this step is saved already
+  // (a save_steps multiple, or the checkpoint this run resumed from without taking a step).
+  save_checkpoint(step);
   sum.adapter_dir = (fs::path(cfg.output_dir) / "adapter").string();
-  save_adapter(lora, cfg, sum.adapter_dir);
-  if (cfg.save_steps > 0) {
-    save_adapter(lora, cfg, (fs::path(cfg.output_dir) / ("checkpoint-" + std::to_string(step))).string());
-    prune_checkpoints(cfg);
-  }
+  io::write_peft_adapter(sum.adapter_dir, model::lora_to_peft(lora, cfg.base_model), hooks.adapter_metadata);
   sum.elapsed_s = seconds_since(t0);
   if (sum.stop_reason == "signal")
     progress.message("stopped by signal after step " + std::to_string(step) + "; adapter saved to " + sum.adapter_dir);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -31,6 +32,12 @@ struct TrainHooks {
   // Letter accuracy on the validation questions with the model as it is now (the adapter is set
   // on it). Empty: loss only.
   std::function<double()> letter_accuracy;
+  // Safetensors metadata of every adapter the trainer writes (checkpoints and adapter/), e.g. the
+  // run manifest's hash for provenance.
+  std::map<std::string, std::string> adapter_metadata;
+  // Resume even when the checkpoint's base model, data or config differ from this run's
+  // (`--force-resume`); the differences are then logged as warnings instead of refusing.
+  bool force_resume = false;
 };
 
 struct EvalPoint {
@@ -50,7 +57,9 @@ struct TrainSummary {
   std::vector<EvalPoint> evals;
   std::string stop_reason;  // "completed", "signal", "max_runtime"
   std::string adapter_dir;
-  double elapsed_s = 0;
+  std::string checkpoint_dir;  // the last checkpoint written ("" if none)
+  std::string resumed_from;    // the checkpoint this run continued ("" for a fresh start)
+  double elapsed_s = 0;        // this invocation's wall time
 };
 
 // The plan a config implies for a dataset: micro-batches per epoch and optimizer steps.
@@ -59,6 +68,10 @@ struct StepPlan {
   int64_t total_steps = 0;
   int64_t warmup_steps = 0;
 };
+// From the examples' lengths (tokens): with sample_packing the micro-batches are packed rows
+// (train/batcher.h micro_batches_per_epoch). The count-only form is for unpacked runs and throws
+// Internal with sample_packing, where the count alone cannot say.
+StepPlan plan_steps(const TrainConfig& cfg, const std::vector<int64_t>& example_lengths);
 StepPlan plan_steps(const TrainConfig& cfg, int64_t num_train_examples);
 
 // Mean loss (nats per target token) of `examples` under the model (and its current adapter).
@@ -66,8 +79,12 @@ EvalPoint validation_loss(model::LlamaModel& model, const std::vector<Example>& 
                           int64_t micro_batch_size, int32_t pad_id);
 
 // Trains cfg's adapter on `data`. Writes to cfg.output_dir: config_resolved.json, metrics.jsonl,
-// checkpoint-<step>/ (save_steps), adapter/ (final). Logs to `log`; a one-line progress display
-// on stderr when it is a terminal. model.lora() is left pointing at nothing on return.
+// checkpoint-<step>/ (every save_steps, on a stop and at the end; train/checkpoint_dir.h),
+// adapter/ (final). With cfg.resume_from_checkpoint ("auto": the newest valid checkpoint in
+// output_dir, else a checkpoint folder) it continues that run exactly where the checkpoint left
+// it; a checkpoint of another model, data or config is refused (BadInput) unless
+// hooks.force_resume. Logs to `log`; a one-line progress display on stderr when it is a terminal.
+// model.lora() is left pointing at nothing on return.
 TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, const TrainData& data,
                           const TrainHooks& hooks, std::ostream& log);
 
