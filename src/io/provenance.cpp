@@ -13,16 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// What open_checkpoint and the tokenizer/chat-template loaders read from an HF directory.
-bool is_model_file(const std::string& name) {
-  static const char* const kNames[] = {"config.json",         "generation_config.json",
-                                       "tokenizer.json",      "tokenizer_config.json",
-                                       "tokenizer.model",     "special_tokens_map.json",
-                                       "chat_template.jinja", "model.safetensors.index.json"};
-  if (std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames)) return true;
-  return name.size() > 12 && name.ends_with(".safetensors");
-}
-
 std::string short_hash(const std::string& h) { return h.substr(0, 12) + "..."; }
 
 }  // namespace
@@ -33,8 +23,11 @@ std::vector<std::string> model_files(const std::string& model_path) {
   if (!fs::is_directory(model_path, ec))
     throw BadInput(model_path + ": not a model file or directory (cannot record its provenance)");
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(model_path, ec))
-    if (e.is_regular_file(ec) && is_model_file(e.path().filename().string())) files.push_back(e.path().string());
+  for (const auto& e : fs::directory_iterator(model_path, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file(ec) && !name.empty() && name[0] != '.' && e.path().extension() != ".md")
+      files.push_back(e.path().string());
+  }
   if (ec) throw BadInput(model_path + ": cannot list the directory: " + ec.message());
   std::sort(files.begin(), files.end());
   return files;

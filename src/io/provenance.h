@@ -15,9 +15,10 @@ struct FileDigest {
   std::string sha256;  // 64 lowercase hex digits
 };
 
-// The files medtune reads from a MODEL argument: the .gguf itself, or from a Hugging Face
-// directory its config, weights (every *.safetensors and the shard index) and tokenizer files,
-// sorted by name. Throws BadInput when `model_path` is neither a file nor a directory.
+// The files of a MODEL argument: the .gguf itself, or every regular file directly in a Hugging
+// Face directory except hidden ones and *.md (a README edit does not change the model; a file
+// medtune does not read today, such as added_tokens.json, may still define it), sorted by name.
+// Throws BadInput when `model_path` is neither a file nor a directory.
 std::vector<std::string> model_files(const std::string& model_path);
 
 // Hashes `path` (streamed; model files are many GB). Throws BadInput naming an unreadable file.

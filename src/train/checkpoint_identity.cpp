@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "io/provenance.h"
 
 namespace medtune::train {
 
@@ -14,10 +15,8 @@ namespace fs = std::filesystem;
 namespace {
 
 FileHash hash_file(const std::string& path, const std::string& name) {
-  std::error_code ec;
-  const auto bytes = fs::file_size(path, ec);
-  if (ec) throw BadInput(path + ": cannot read: " + ec.message());
-  return {name, static_cast<int64_t>(bytes), sha256_file_hex(path)};
+  const io::FileDigest d = io::digest_file(path);
+  return {name, d.bytes, d.sha256};
 }
 
 void hash_ids(Sha256& h, const std::vector<int32_t>& ids) {
@@ -99,16 +98,8 @@ nlohmann::json training_relevant_config(const TrainConfig& cfg) {
 }
 
 std::vector<std::string> model_file_names(const std::string& base_model) {
-  std::error_code ec;
-  if (!fs::is_directory(base_model, ec)) return {fs::path(base_model).filename().string()};
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(base_model, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || name.empty() || name[0] == '.' || e.path().extension() == ".md") continue;
-    names.push_back(name);
-  }
-  if (ec) throw BadInput(base_model + ": cannot list the model directory: " + ec.message());
-  std::sort(names.begin(), names.end());
+  for (const auto& path : io::model_files(base_model)) names.push_back(fs::path(path).filename().string());
   return names;
 }
 

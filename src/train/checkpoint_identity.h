@@ -36,8 +36,7 @@ struct RunIdentity {
 // move to another machine; the trainer warns that bit-exactness needs the same thread count).
 nlohmann::json training_relevant_config(const TrainConfig& cfg);
 
-// The files of a model that medtune reads: a .gguf file itself, or every regular file directly in
-// an HF directory except hidden ones and *.md (README edits do not change the model).
+// The file names of io::model_files(base_model) (a .gguf, or an HF directory's files).
 std::vector<std::string> model_file_names(const std::string& base_model);
 
 // Hashes the model files (the slow part: GBs), the data files and the examples.

@@ -15,24 +15,30 @@ namespace medtune::train {
 
 namespace fs = std::filesystem;
 
-nlohmann::json make_run_inputs(const TrainConfig& cfg, const std::string& config_file,
-                               const std::string& config_resolved_path, int threads) {
-  std::vector<std::string> data;
-  for (const auto* list : {&cfg.datasets, &cfg.test_datasets})
-    for (const auto& d : *list) data.push_back(d.path);
-  io::FileDigest resolved = io::digest_file(config_resolved_path);
-  resolved.path = fs::path(config_resolved_path).lexically_relative(cfg.output_dir).string();
-  nlohmann::json inputs = {
+nlohmann::json make_run_inputs(const TrainConfig& cfg, const RunIdentity& identity, int threads) {
+  // Identity records model files by name and data files by their configured path.
+  const bool model_dir = fs::is_directory(cfg.base_model);
+  std::vector<nlohmann::json> model_files, data_files;
+  for (const auto& f : identity.model_files)
+    model_files.push_back(io::to_json(
+        {model_dir ? (fs::path(cfg.base_model) / f.name).string() : cfg.base_model, f.bytes, f.sha256}));
+  for (const auto& f : identity.data_files) data_files.push_back(io::to_json({f.name, f.bytes, f.sha256}));
+  return {
       {"medtune_version", MEDTUNE_VERSION},
       {"backend", "cpu"},
       {"threads", threads},
       {"seed", cfg.seed},
-      {"base_model", {{"path", cfg.base_model}, {"files", io::to_json(io::digest_files(io::model_files(cfg.base_model)))}}},
-      {"datasets", io::to_json(io::digest_files(data))},
-      {"config_resolved", io::to_json(resolved)},
+      {"base_model", {{"path", cfg.base_model}, {"files", model_files}}},
+      {"datasets", data_files},
+      {"training_config_sha256", identity.config_sha256},
+      {"examples_sha256", identity.examples_sha256},
   };
-  if (!config_file.empty()) inputs["config_file"] = io::to_json(io::digest_file(config_file));
-  return inputs;
+}
+
+nlohmann::json config_digest(const std::string& run_dir) {
+  io::FileDigest d = io::digest_file((fs::path(run_dir) / "config_resolved.json").string());
+  d.path = "config_resolved.json";
+  return io::to_json(d);
 }
 
 std::string run_inputs_sha256(const nlohmann::json& inputs) { return sha256_hex(inputs.dump()); }
@@ -114,8 +120,7 @@ std::vector<VerifyItem> verify_run(const std::string& run_dir) {
     throw BadInput(where + "base_model.files is missing");
   check_list(out, run_dir, in["base_model"]["files"], where + "base_model.files");
   if (in.contains("datasets")) check_list(out, run_dir, in["datasets"], where + "datasets");
-  if (in.contains("config_resolved")) check_file(out, run_dir, in["config_resolved"], where + "config_resolved");
-  if (in.contains("config_file")) check_file(out, run_dir, in["config_file"], where + "config_file");
+  if (m.contains("config_resolved")) check_file(out, run_dir, m["config_resolved"], path + ": config_resolved");
   check_list(out, run_dir, m["outputs"], path + ": outputs");
 
   // The adapter names the run it came from.

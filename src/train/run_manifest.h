@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "train/checkpoint_identity.h"
 #include "train/train_config.h"
 
 namespace medtune::train {
@@ -21,11 +22,15 @@ namespace medtune::train {
 inline constexpr const char* kManifestFormat = "medtune-run-manifest/1";
 inline constexpr const char* kAdapterManifestKey = "medtune.manifest_inputs_sha256";
 
-// The inputs of a run: hashes the base model's files (GBs for a 7B model: done once per run),
-// the dataset files and `config_resolved_path` (recorded relative to cfg.output_dir).
-// `config_file` is the YAML the user gave (absolute), hashed too.
-nlohmann::json make_run_inputs(const TrainConfig& cfg, const std::string& config_file,
-                               const std::string& config_resolved_path, int threads);
+// The inputs of a run, from its identity (the model and data files were hashed once for it: GBs
+// for a 7B model). The resolved config enters through the identity's training-relevant config
+// hash: config_resolved.json itself also holds keys that differ between the slices of one run
+// (resume_from_checkpoint, max_runtime), so it is recorded beside the inputs (config_digest).
+nlohmann::json make_run_inputs(const TrainConfig& cfg, const RunIdentity& identity, int threads);
+
+// The digest of RUN_DIR's config_resolved.json, recorded relative to the run directory; the
+// manifest keeps it as "config_resolved", outside the identity.
+nlohmann::json config_digest(const std::string& run_dir);
 
 // SHA-256 of inputs.dump(): the run's identity.
 std::string run_inputs_sha256(const nlohmann::json& inputs);
@@ -34,7 +39,7 @@ std::string run_inputs_sha256(const nlohmann::json& inputs);
 std::string utc_timestamp_now();
 
 // {"format", "inputs", "inputs_sha256", "run": {...}, "outputs": [...]}; `run` and `outputs`
-// start empty and are filled as the run ends.
+// start empty and are filled as the run ends; the trainer adds "config_resolved".
 nlohmann::json make_run_manifest(nlohmann::json inputs);
 
 // Written atomically to RUN_DIR/manifest.json (a crash leaves the previous version whole).
@@ -48,7 +53,7 @@ struct VerifyItem {
 };
 
 // Re-reads RUN_DIR/manifest.json and checks: the inputs hash, every input file (base model,
-// data, configs), every output file (relative to RUN_DIR), and that the final adapter's
+// data), the resolved config, every output file (relative to RUN_DIR), and that the final adapter's
 // metadata carries the inputs hash. Throws BadInput when RUN_DIR has no readable manifest.
 std::vector<VerifyItem> verify_run(const std::string& run_dir);
 

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/peft_adapter.h"
+#include "io/provenance.h"
 #include "model/lora_peft.h"
 #include "model/train_step.h"
 #include "train/batcher.h"
@@ -27,6 +28,7 @@
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
+#include "train/run_manifest.h"
 
 namespace medtune::train {
 
@@ -239,7 +241,18 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     progress.message(buf);
   }
   const std::string config_json = to_json(cfg).dump(2) + "\n";
-  io::atomic_write_file((fs::path(cfg.output_dir) / "config_resolved.json").string(), config_json);
+  const std::string config_path = (fs::path(cfg.output_dir) / "config_resolved.json").string();
+  io::atomic_write_file(config_path, config_json);
+
+  // Provenance: manifest.json is written now (a run that dies still says what it was made from)
+  // and completed at the end; every adapter written carries the run's identity hash.
+  nlohmann::json manifest = make_run_manifest(make_run_inputs(cfg, identity, omp_get_max_threads()));
+  manifest["config_resolved"] = config_digest(cfg.output_dir);
+  const std::string started = utc_timestamp_now();
+  manifest["run"] = {{"started", started}, {"status", "running"}};
+  write_run_manifest(cfg.output_dir, manifest);
+  std::map<std::string, std::string> adapter_metadata = hooks.adapter_metadata;
+  adapter_metadata[kAdapterManifestKey] = manifest["inputs_sha256"].get<std::string>();
 
   model::LoraWeights lora = model::init_lora(model.config(), lora_config(cfg), static_cast<uint64_t>(cfg.seed));
   model.set_lora(&lora);
@@ -268,12 +281,20 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   // Resume: everything the uninterrupted run would hold after checkpoint's step.
   const std::optional<CheckpointEntry> from = find_resume_point(cfg, progress);
   if (!from) {
-    // A fresh start replaces whatever run was in output_dir (its metrics.jsonl and adapter/ are
-    // overwritten too). Its checkpoints must go: a later --resume auto would take them for this
-    // run's, and pruning would delete this run's newer-numbered ones in their favour.
-    for (const auto& old : list_checkpoints(cfg.output_dir)) {
+    // A fresh start in a directory that holds checkpoints would have to delete them (a later
+    // --resume auto would take them for this run's, and pruning would delete this run's
+    // newer-numbered ones in their favour). Forgetting --resume must not cost a long run: refuse
+    // unless the user asked for the old run to be replaced.
+    const auto old_checkpoints = list_checkpoints(cfg.output_dir);
+    if (!old_checkpoints.empty() && !hooks.overwrite_output_dir)
+      throw BadInput("output_dir " + cfg.output_dir + " holds checkpoints of an earlier run (" +
+                     fs::path(old_checkpoints.back().path).filename().string() +
+                     (cfg.resume_from_checkpoint == "auto" ? ", none of them valid" : "") +
+                     "): continue it with --resume auto, choose another output_dir, or pass "
+                     "--overwrite-output-dir to delete them and start fresh");
+    for (const auto& old : old_checkpoints) {
       fs::remove_all(old.path);
-      progress.message("removed " + old.path + " (an earlier run's; this run starts fresh)");
+      progress.message("removed " + old.path + " (--overwrite-output-dir: this run starts fresh)");
     }
   }
   TrainerState resumed;
@@ -353,7 +374,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     std::snprintf(buf, sizeof buf, "eval @ step %lld: loss %.4f", static_cast<long long>(step), e.loss);
     std::string line = buf;
     if (e.accuracy) {
-      std::snprintf(buf, sizeof buf, ", letter accuracy %.4f", *e.accuracy);
+      std::snprintf(buf, sizeof buf, ", accuracy %.4f", *e.accuracy);
       line += buf;
     }
     progress.message(line);
@@ -382,7 +403,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     };
     const std::vector<CheckpointPart> parts{
         {"adapter_config.json, adapter_model.safetensors",
-         [&](const std::string& dir) { io::write_peft_adapter(dir, adapter, hooks.adapter_metadata); }},
+         [&](const std::string& dir) { io::write_peft_adapter(dir, adapter, adapter_metadata); }},
         {"optimizer.safetensors", [&](const std::string& dir) { write_optimizer_state(dir + "/optimizer.safetensors", adamw); }},
         {"trainer_state.json", json_part("trainer_state.json", to_json(st).dump(2) + "\n")},
         {"config_resolved.json", json_part("config_resolved.json", config_json)},
@@ -468,8 +489,28 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   // (a save_steps multiple, or the checkpoint this run resumed from without taking a step).
   save_checkpoint(step);
   sum.adapter_dir = (fs::path(cfg.output_dir) / "adapter").string();
-  io::write_peft_adapter(sum.adapter_dir, model::lora_to_peft(lora, cfg.base_model), hooks.adapter_metadata);
+  io::write_peft_adapter(sum.adapter_dir, model::lora_to_peft(lora, cfg.base_model), adapter_metadata);
   sum.elapsed_s = seconds_since(t0);
+  manifest["run"] = {{"started", started},
+                     {"finished", utc_timestamp_now()},
+                     {"status", sum.stop_reason},
+                     {"elapsed_s", sum.elapsed_s},
+                     {"steps", sum.steps},
+                     {"total_steps", sum.total_steps},
+                     {"target_tokens", sum.tokens},
+                     {"final_loss", sum.final_loss}};
+  if (!sum.evals.empty()) {
+    const EvalPoint& e = sum.evals.back();
+    manifest["run"]["final_eval"] = {{"step", e.step}, {"loss", e.loss}};
+    if (e.accuracy) manifest["run"]["final_eval"]["accuracy"] = *e.accuracy;
+  }
+  manifest["outputs"] = nlohmann::json::array();
+  for (const char* name : {"adapter/adapter_config.json", "adapter/adapter_model.safetensors"}) {
+    io::FileDigest d = io::digest_file((fs::path(cfg.output_dir) / name).string());
+    d.path = name;
+    manifest["outputs"].push_back(io::to_json(d));
+  }
+  write_run_manifest(cfg.output_dir, manifest);
   if (sum.stop_reason == "signal")
     progress.message("stopped by signal after step " + std::to_string(step) + "; adapter saved to " + sum.adapter_dir);
   else if (sum.stop_reason == "max_runtime")

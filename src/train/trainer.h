@@ -29,8 +29,8 @@ struct TrainData {
 };
 
 struct TrainHooks {
-  // Letter accuracy on the validation questions with the model as it is now (the adapter is set
-  // on it). Empty: loss only.
+  // Accuracy (letter or option-text scoring, per answer_target) on the validation questions with
+  // the model as it is now (the adapter is set on it). Empty: loss only.
   std::function<double()> letter_accuracy;
   // Safetensors metadata of every adapter the trainer writes (checkpoints and adapter/), e.g. the
   // run manifest's hash for provenance.
@@ -38,6 +38,10 @@ struct TrainHooks {
   // Resume even when the checkpoint's base model, data or config differ from this run's
   // (`--force-resume`); the differences are then logged as warnings instead of refusing.
   bool force_resume = false;
+  // Start fresh even though output_dir holds another run's checkpoints, deleting them
+  // (`--overwrite-output-dir`, as transformers' TrainingArguments). Without it such a start is
+  // refused: forgetting --resume must never destroy hours of training.
+  bool overwrite_output_dir = false;
 };
 
 struct EvalPoint {

@@ -209,6 +209,13 @@ train output_dir="$REF" --resume auto learning_rate=2.0e-3 >"$TMP/cfg.out" 2>"$T
 set -e
 [ "$rc" -eq 2 ] || fail "resume with another learning_rate: exit $rc, expected 2"
 grep -q "config: learning_rate 0.001 -> 0.002" "$TMP/cfg.err" || fail "refusal does not name the key: $(cat "$TMP/cfg.err")"
+# Forgetting --resume never deletes a run: a fresh start into a folder with checkpoints is refused.
+set +e
+train output_dir="$REF" >"$TMP/fresh.out" 2>"$TMP/fresh.err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "fresh start over checkpoints: exit $rc, expected 2"
+grep -q -- "--resume auto" "$TMP/fresh.err" || fail "fresh start refusal: $(cat "$TMP/fresh.err")"
+[ -d "$REF/checkpoint-30" ] || fail "a refused fresh start deleted checkpoint-30"
 train output_dir="$REF" --resume auto --max-runtime 1x >/dev/null 2>"$TMP/mr.err" && fail "--max-runtime 1x accepted"
 grep -q -- "--max-runtime: expected a duration" "$TMP/mr.err" || fail "--max-runtime 1x: $(cat "$TMP/mr.err")"
 

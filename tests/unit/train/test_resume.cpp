@@ -13,6 +13,7 @@
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "train/checkpoint_dir.h"
+#include "train/run_manifest.h"
 #include "train/trainer.h"
 
 namespace medtune::train {
@@ -230,21 +231,34 @@ TEST(Resume, AutoWithoutACheckpointStartsFreshAndAdapterMetadataIsWritten) {
   cfg.resume_from_checkpoint = "auto";
   TrainHooks hooks;
   hooks.adapter_metadata = {{"medtune.manifest_sha256", "abc"}};
-  // A damaged checkpoint of an earlier run: not resumable, and removed by the fresh start (else
-  // a later --resume auto could take it for this run's).
+  // A damaged checkpoint of an earlier run: not resumable. Starting fresh would have to delete it
+  // (else a later --resume auto could take it for this run's), so that is refused and the folder
+  // kept, unless the user asks for the old run to be replaced.
   fs::create_directories(dir + "/checkpoint-50");
+  std::ostringstream refused_log;
+  try {
+    run_training(cfg, f.model, f.data, hooks, refused_log);
+    FAIL() << "a fresh start over an earlier run's checkpoints was not refused";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("--overwrite-output-dir"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(dir + "/checkpoint-50"));
+  EXPECT_NE(refused_log.str().find("skipping " + dir + "/checkpoint-50: " + dir + "/checkpoint-50/checksums.sha256: missing"),
+            std::string::npos)
+      << refused_log.str();
+
+  hooks.overwrite_output_dir = true;
   std::ostringstream log;
   const auto s = run_training(cfg, f.model, f.data, hooks, log);
   EXPECT_EQ(s.resumed_from, "");
-  EXPECT_NE(log.str().find("skipping " + dir + "/checkpoint-50: " + dir + "/checkpoint-50/checksums.sha256: missing"),
-            std::string::npos)
-      << log.str();
   EXPECT_NE(log.str().find("resume auto: no valid checkpoint in " + dir + " yet; starting fresh"), std::string::npos)
       << log.str();
   EXPECT_FALSE(fs::exists(dir + "/checkpoint-50"));
   EXPECT_EQ(checkpoint_problem(dir + "/checkpoint-1"), "");
-  for (const char* file : {"/adapter/adapter_model.safetensors", "/checkpoint-1/adapter_model.safetensors"})
+  for (const char* file : {"/adapter/adapter_model.safetensors", "/checkpoint-1/adapter_model.safetensors"}) {
     EXPECT_NE(read_file(dir + file).find("\"medtune.manifest_sha256\":\"abc\""), std::string::npos) << file;
+    EXPECT_NE(read_file(dir + file).find(kAdapterManifestKey), std::string::npos) << file;
+  }
 }
 
 }  // namespace

@@ -36,16 +36,14 @@ class RunManifestTest : public ::testing::Test {
     write(model_ / "tokenizer.json", "{}");
     write(model_ / "README.md", "not read by medtune: not hashed");
     write(root_ / "train.jsonl", "{\"question\": \"q\"}\n");
-    write(root_ / "run.yaml", "base_model: model\n");
     cfg_.base_model = model_.string();
     cfg_.datasets.push_back({(root_ / "train.jsonl").string(), DatasetType::kMedqa});
     cfg_.output_dir = (root_ / "run").string();
     cfg_.seed = 7;
     write(root_ / "run" / "config_resolved.json", "{\"seed\": 7}");
 
-    nlohmann::json inputs = make_run_inputs(cfg_, (root_ / "run.yaml").string(),
-                                            (root_ / "run" / "config_resolved.json").string(), 2);
-    manifest_ = make_run_manifest(inputs);
+    manifest_ = make_run_manifest(make_run_inputs(cfg_, compute_identity(cfg_, {}, {}), 2));
+    manifest_["config_resolved"] = config_digest(cfg_.output_dir);
     fs::create_directories(root_ / "run" / "adapter");
     const float a[2] = {1.0f, 2.0f};
     io::write_safetensors((root_ / "run" / "adapter" / "adapter_model.safetensors").string(),
@@ -81,13 +79,14 @@ TEST_F(RunManifestTest, RecordsWhatTheRunReads) {
   EXPECT_EQ(in["base_model"]["files"][1]["sha256"], sha256_hex("weights"));
   EXPECT_EQ(in["base_model"]["files"][1]["bytes"], 7);
   EXPECT_EQ(in["datasets"][0]["sha256"], sha256_hex("{\"question\": \"q\"}\n"));
-  EXPECT_EQ(in["config_resolved"]["path"], "config_resolved.json");
+  EXPECT_EQ(manifest_["config_resolved"]["path"], "config_resolved.json");
+  EXPECT_EQ(in["training_config_sha256"].get<std::string>().size(), 64u);
   EXPECT_EQ(manifest_["inputs_sha256"], sha256_hex(in.dump()));
 }
 
 TEST_F(RunManifestTest, UntouchedRunVerifies) {
   const auto items = verify_run(cfg_.output_dir);
-  EXPECT_GE(items.size(), 8u);  // identity, 3 model files, data, 2 configs, adapter, metadata
+  EXPECT_EQ(items.size(), 8u);  // identity, 3 model files, data, config, adapter, its metadata
   EXPECT_TRUE(problems().empty()) << ::testing::PrintToString(problems());
 }
 
@@ -101,14 +100,14 @@ TEST_F(RunManifestTest, ReportsEachChangedFileByName) {
 }
 
 TEST_F(RunManifestTest, ReportsMissingFilesAndEditedManifest) {
-  fs::remove(root_ / "run.yaml");
+  fs::remove(root_ / "train.jsonl");
   auto m = manifest_;
   m["inputs"]["seed"] = 8;  // someone edits the record
   write_run_manifest(cfg_.output_dir, m);
   const auto p = problems();
   ASSERT_EQ(p.size(), 2u) << ::testing::PrintToString(p);
   EXPECT_NE(p[0].find("the manifest was edited"), std::string::npos) << p[0];
-  EXPECT_NE(p[1].find("run.yaml: missing"), std::string::npos) << p[1];
+  EXPECT_NE(p[1].find("train.jsonl: missing"), std::string::npos) << p[1];
 }
 
 TEST_F(RunManifestTest, AdapterMustNameTheRun) {
