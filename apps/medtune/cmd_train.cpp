@@ -46,6 +46,7 @@ struct Renderers {
   std::optional<tokenizer::ChatTemplate> chat;
   std::unique_ptr<eval::PromptRenderer> prompts;
   std::string bos, eos;
+  bool option_text = false;  // answer_target: text
 };
 
 // Examples of one dataset file; MedQA items are appended to `items` in the same order.
@@ -56,7 +57,7 @@ void load_dataset(const train::DatasetSpec& spec, Renderers& r, std::vector<trai
     for (const auto& item : set.items) {
       train::Example ex;
       ex.source = spec.path + ":" + std::to_string(item.line);
-      r.prompts->training_example(item, ex.context, ex.answer);
+      r.prompts->training_example(item, ex.context, ex.answer, r.option_text);
       out.push_back(std::move(ex));
       items.emplace_back(item);
     }
@@ -162,6 +163,7 @@ void add_train_command(CLI::App& app) {
     bool dry_run = false;
     std::string resume;       // "auto" or a checkpoint folder; overrides resume_from_checkpoint
     bool force_resume = false;
+    bool overwrite_output_dir = false;
     std::string max_runtime;  // overrides max_runtime
   };
   auto args = std::make_shared<Args>();
@@ -174,6 +176,8 @@ void add_train_command(CLI::App& app) {
                   "or a checkpoint-<step> folder");
   cmd->add_flag("--force-resume", args->force_resume,
                 "Resume even if the base model, data or config differ from the checkpoint's");
+  cmd->add_flag("--overwrite-output-dir", args->overwrite_output_dir,
+                "Start fresh even though output_dir holds an earlier run's checkpoints (deletes them)");
   cmd->add_option("--max-runtime", args->max_runtime,
                   "Save a checkpoint and exit 0 after this long (12h, 90m, 3600s or seconds)");
   cmd->callback([args] {
@@ -187,7 +191,7 @@ void add_train_command(CLI::App& app) {
       cfg.resume_from_checkpoint = args->resume == "auto" ? args->resume : fs::absolute(args->resume).string();
     auto ckpt = io::open_checkpoint(cfg.base_model);
     const auto tok = open_tokenizer(ckpt);
-    Renderers r{*tok, std::nullopt, nullptr, "", ""};
+    Renderers r{*tok, std::nullopt, nullptr, "", "", cfg.answer_target == train::AnswerTarget::kText};
     r.bos = tok->bos_id() >= 0 ? tok->token_piece(tok->bos_id()) : "";
     r.eos = tok->eos_id() >= 0 ? tok->token_piece(tok->eos_id()) : "";
     bool needs_chat = cfg.prompt_format == train::PromptFormat::kChat;
@@ -241,8 +245,12 @@ void add_train_command(CLI::App& app) {
                                                  : model::WeightQuant::kNone);
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;
+    hooks.overwrite_output_dir = args->overwrite_output_dir;
     if (!ld.val_items.empty())
-      hooks.letter_accuracy = [&] { return eval::letter_accuracy(model, *r.prompts, ld.val_items); };
+      hooks.letter_accuracy = [&] {
+        return eval::accuracy(model, *r.prompts, ld.val_items,
+                              r.option_text ? eval::Scoring::text : eval::Scoring::letter);
+      };
     const train::TrainSummary s = train::run_training(cfg, model, ld.data, hooks, std::cerr);
 
     std::printf("steps %lld/%lld (%s), %lld target tokens, final loss %.4f, %s\n",
@@ -252,7 +260,8 @@ void add_train_command(CLI::App& app) {
       const auto& a = s.evals.front();
       const auto& b = s.evals.back();
       std::printf("validation loss %.4f -> %.4f", a.loss, b.loss);
-      if (a.accuracy && b.accuracy) std::printf(", letter accuracy %.4f -> %.4f", *a.accuracy, *b.accuracy);
+      if (a.accuracy && b.accuracy)
+        std::printf(", %s accuracy %.4f -> %.4f", r.option_text ? "option-text" : "letter", *a.accuracy, *b.accuracy);
       std::printf(" (step %lld -> %lld)\n", static_cast<long long>(a.step), static_cast<long long>(b.step));
     }
     if (!s.checkpoint_dir.empty()) std::printf("checkpoint: %s\n", s.checkpoint_dir.c_str());

@@ -215,10 +215,11 @@ TokenizedQuestion PromptRenderer::tokenize(const McqItem& item, bool with_option
 }
 
 void PromptRenderer::training_example(const McqItem& item, std::vector<int32_t>& context,
-                                      std::vector<int32_t>& answer) const {
+                                      std::vector<int32_t>& answer, bool option_text) const {
   const RenderedQuestion r = render(item);
   context = tok_.encode(r.context, opt_.format != PromptFormat::chat);
-  answer = continuation(r.context, r.letter_continuations[static_cast<size_t>(item.answer)]);
+  const auto& targets = option_text ? r.text_continuations : r.letter_continuations;
+  answer = continuation(r.context, targets[static_cast<size_t>(item.answer)]);
 }
 
 }  // namespace medtune::eval

@@ -77,9 +77,10 @@ class PromptRenderer {
 
   RenderedQuestion render(const McqItem& item) const;
   TokenizedQuestion tokenize(const McqItem& item, bool with_option_text) const;
-  // For training: context tokens and the target tokens of the gold answer (the letter).
-  void training_example(const McqItem& item, std::vector<int32_t>& context,
-                        std::vector<int32_t>& answer) const;
+  // For training: context tokens and the target tokens of the gold answer: its letter, or with
+  // option_text its option's text; exactly the continuation the scorer reads in that mode.
+  void training_example(const McqItem& item, std::vector<int32_t>& context, std::vector<int32_t>& answer,
+                        bool option_text = false) const;
   const PromptOptions& options() const { return opt_; }
 
  private:

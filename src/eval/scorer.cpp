@@ -130,11 +130,11 @@ std::vector<QuestionResult> score_questions(model::LlamaModel& model, const Prom
   return out;
 }
 
-double letter_accuracy(model::LlamaModel& model, const PromptRenderer& prompts,
-                       const std::vector<McqItem>& items) {
+double accuracy(model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
+                Scoring scoring) {
   if (items.empty()) return 0.0;
   int64_t correct = 0;
-  for (const auto& item : items) correct += score_question(model, prompts, item, Scoring::letter).result.pred == item.answer;
+  for (const auto& item : items) correct += score_question(model, prompts, item, scoring).result.pred == item.answer;
   return static_cast<double>(correct) / static_cast<double>(items.size());
 }
 

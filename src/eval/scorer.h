@@ -33,8 +33,9 @@ std::vector<QuestionResult> score_questions(
     model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
     Scoring scoring, const std::function<void(size_t, size_t)>& progress = {});
 
-// Accuracy of letter scoring over `items`: the validation metric of training.
-double letter_accuracy(model::LlamaModel& model, const PromptRenderer& prompts,
-                       const std::vector<McqItem>& items);
+// Accuracy over `items` (letter scoring, or option-text scoring's acc): the validation metric of
+// training.
+double accuracy(model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
+                Scoring scoring);
 
 }  // namespace medtune::eval

@@ -181,6 +181,8 @@ constexpr std::array<std::pair<std::string_view, DatasetType>, 2> kDatasetTypes{
     {{"medqa", DatasetType::kMedqa}, {"chat", DatasetType::kChat}}};
 constexpr std::array<std::pair<std::string_view, PromptFormat>, 2> kPromptFormats{
     {{"lm_eval", PromptFormat::kLmEval}, {"chat", PromptFormat::kChat}}};
+constexpr std::array<std::pair<std::string_view, AnswerTarget>, 2> kAnswerTargets{
+    {{"letter", AnswerTarget::kLetter}, {"text", AnswerTarget::kText}}};
 // cosine_with_min_lr needs min_lr, which configs do not have yet.
 constexpr std::array<std::pair<std::string_view, ScheduleKind>, 4> kSchedulers{
     {{"cosine", ScheduleKind::kCosine},
@@ -378,6 +380,8 @@ const std::vector<KnownKey>& known_keys() {
       {"prompt_format",
        [](C& c, const Entry& e) { c.prompt_format = read_enum(e, e.value, kPromptFormats); }},
       {"system_prompt", [](C& c, const Entry& e) { c.system_prompt = read_string(e, e.value); }},
+      {"answer_target",
+       [](C& c, const Entry& e) { c.answer_target = read_enum(e, e.value, kAnswerTargets); }},
       {"lr_scheduler",
        [](C& c, const Entry& e) { c.lr_scheduler = read_enum(e, e.value, kSchedulers); }},
       {"max_steps",
@@ -774,6 +778,8 @@ std::string_view prompt_format_name(PromptFormat f) {
   return name_of(f, kPromptFormats);
 }
 
+std::string_view answer_target_name(AnswerTarget t) { return name_of(t, kAnswerTargets); }
+
 TrainConfig load_train_config(const std::string& yaml_path,
                               const std::vector<std::string>& overrides) {
   std::ifstream in(yaml_path);
@@ -827,6 +833,7 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
   j["train_on_inputs"] = c.train_on_inputs;
   j["prompt_format"] = prompt_format_name(c.prompt_format);
   j["system_prompt"] = c.system_prompt;
+  j["answer_target"] = answer_target_name(c.answer_target);
   j["micro_batch_size"] = c.micro_batch_size;
   j["gradient_accumulation_steps"] = c.gradient_accumulation_steps;
   j["num_epochs"] = c.num_epochs;

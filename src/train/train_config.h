@@ -27,6 +27,9 @@ enum class DatasetType {
 // How MedQA items become text: kLmEval is lm-evaluation-harness' plain "Question: ... Answer:"
 // prompt (works for base models); kChat wraps it in the model's chat template with system_prompt.
 enum class PromptFormat { kLmEval, kChat };
+// What a multiple-choice item's answer tokens are: the gold letter (scored by `eval --scoring
+// letter`) or the gold option's text (scored by `eval --scoring text`, lm-eval's acc).
+enum class AnswerTarget { kLetter, kText };
 
 struct DatasetSpec {
   std::string path;  // absolute (relative paths in the YAML resolve against the working directory)
@@ -60,6 +63,7 @@ struct TrainConfig {
   bool train_on_inputs = false;  // false: loss on the completion (answer) tokens only
   PromptFormat prompt_format = PromptFormat::kLmEval;
   std::string system_prompt = "You are a clinician; choose the single best option.";
+  AnswerTarget answer_target = AnswerTarget::kLetter;
 
   // Optimization.
   int64_t micro_batch_size = 1;
@@ -124,5 +128,6 @@ std::string_view adapter_name(AdapterKind a);
 std::string_view base_quant_name(BaseQuant q);
 std::string_view dataset_type_name(DatasetType t);
 std::string_view prompt_format_name(PromptFormat f);
+std::string_view answer_target_name(AnswerTarget t);
 
 }  // namespace medtune::train
