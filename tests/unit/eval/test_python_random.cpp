@@ -39,7 +39,8 @@ TEST(PythonRandom, WordsMatchPython) {
 }
 
 TEST(PythonRandom, RandbelowMatchesPython) {
-  for (const auto& c : fixture().at("randbelow")) {
+  const json f = fixture();  // named: a range-for over a temporary's member would dangle
+  for (const auto& c : f.at("randbelow")) {
     PythonRandom r(c.at("seed").get<uint64_t>());
     const size_t n = c.at("n").get<size_t>();
     std::vector<size_t> got;
@@ -49,7 +50,8 @@ TEST(PythonRandom, RandbelowMatchesPython) {
 }
 
 TEST(PythonRandom, SampleMatchesPythonInBothBranches) {
-  for (const auto& c : fixture().at("sample")) {
+  const json f = fixture();  // named: a range-for over a temporary's member would dangle
+  for (const auto& c : f.at("sample")) {
     PythonRandom r(c.at("seed").get<uint64_t>());
     const size_t n = c.at("n").get<size_t>(), k = c.at("k").get<size_t>();
     for (const auto& expected : c.at("draws"))
@@ -64,7 +66,8 @@ McqItem item(const std::string& id, int i) {
 }
 
 TEST(Fewshot, DrawsMatchLmEvalSampler) {
-  for (const auto& c : fixture().at("lm_eval")) {
+  const json f = fixture();  // named: a range-for over a temporary's member would dangle
+  for (const auto& c : f.at("lm_eval")) {
     const int pool_n = c.at("pool").get<int>(), questions_n = c.at("questions").get<int>();
     const bool same = c.at("same_split").get<bool>();
     std::vector<McqItem> pool, questions;
