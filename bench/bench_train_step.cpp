@@ -23,19 +23,11 @@
 #include "model/lora.h"
 #include "model/train_step.h"
 #include "train/optimizer.h"
+#include "bench_timing.h"
 
-namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-}  // namespace
+using medtune::bench::median;
+using medtune::bench::seconds_since;
 
 int main(int argc, char** argv) {
   using namespace medtune;
