@@ -148,10 +148,12 @@ def medtune_logits(medtune, model, ids, adapter=None):
         return load_file(out)["logits"].astype(np.float64)
 
 
-def llama_cpp_logits(model_path, ids, lora=None):
+def llama_cpp_logits(model_path, ids, lora=None, kv_f32=False):
     import llama_cpp
     kw = dict(model_path=model_path, n_ctx=max(64, len(ids)), logits_all=True, verbose=False,
               n_threads=2, n_gpu_layers=0)
+    if kv_f32:  # llama.cpp's KV cache is F16 by default, which rounds K and V (2^-11 relative)
+        kw.update(type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32)
     if lora:
         kw["lora_path"] = lora
     llm = llama_cpp.Llama(**kw)
@@ -427,6 +429,63 @@ def make_random_adapter(gguf_path, out_dir, r=8, alpha=16.0, seed=7):
     json.dump(cfg, open(os.path.join(out_dir, "adapter_config.json"), "w"))
 
 
+def check_gguf_from_hf(medtune):
+    """A GGUF exported from a Hugging Face directory: (1) llama3 rope scaling, written as
+    rope_freqs.weight, and o_proj's bias, each run by llama.cpp against medtune's base + adapter on
+    the source directory; (2) the tokenizer converted from tokenizer.json, run by llama.cpp's
+    tokenizer against medtune's on MedQA prompts."""
+    try:
+        import llama_cpp
+    except ImportError as e:
+        print(f"skip gguf-from-hf checks: {e}")
+        return
+    ids = [1, 5, 17, 42, 99, 3, 64, 7]
+    with tempfile.TemporaryDirectory() as t:
+        for fixture in ("llama3_rope", "llama_attn_bias"):
+            base = os.path.join(HF, fixture, "base")
+            adapter = os.path.join(HF, fixture, "adapter_init")
+            out = os.path.join(t, f"{fixture}.gguf")
+            run([medtune, "export", "gguf", base, "--adapter", adapter, "-o", out, "--type", "f32"])
+            # F32 weights and an F32 KV cache: ggml computes in fp32 too (no activation rounding);
+            # the engines then differ only in summation order and libm (ulp-level per op, ~1e-6
+            # of the logit scale after 2 layers); 1e-4 leaves a wide margin yet catches any wrong
+            # rope frequency or missing bias (both move the logits by >1e-2 here).
+            report(f"gguf-from-hf {fixture}+adapter f32: llama.cpp(file) vs medtune(HF dir + adapter), max|d|/max|logit|",
+                   rel_gap(llama_cpp_logits(out, ids, kv_f32=True), medtune_logits(medtune, base, ids, adapter)), 1e-4)
+
+        tiny = os.path.join(os.path.dirname(medtune), "medtune-tiny-llama")
+        if not os.path.exists(tiny):
+            print(f"skip tokenizer check: {tiny} absent (build the medtune-tiny-llama target)")
+            return
+        d = os.path.join(t, "tiny")
+        run([tiny, d, "49152", "3"])
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            src = os.path.join(ROOT, "tests", "fixtures", "tokenizer", "smollm2", f)
+            with open(src, "rb") as a, open(os.path.join(d, f), "wb") as b:
+                b.write(a.read())
+        out = os.path.join(t, "tiny.gguf")
+        run([medtune, "export", "gguf", d, "-o", out, "--type", "f32"])
+        data = os.environ.get("MEDTUNE_MEDQA_DEV") or os.path.join(ROOT, "data", "sample", "medqa_dev.jsonl")
+        texts = []
+        with open(data, encoding="utf-8") as f:
+            for line in f:
+                q = json.loads(line)
+                opts = q["options"]
+                texts.append("Question: " + q["question"] + "\n" +
+                             "\n".join(f"{k}. {v}" for k, v in sorted(opts.items())) + "\nAnswer:")
+                if len(texts) == 50:
+                    break
+        llm = llama_cpp.Llama(model_path=out, vocab_only=True, verbose=False)
+        differ = 0
+        for text in texts:
+            mine = json.loads(run([medtune, "tokenize", out, text, "--json", "--no-special"]).stdout)["ids"]
+            theirs = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+            differ += mine != theirs
+        llm.close()
+        report(f"gguf-from-hf tokenizer (SmolLM2 tokenizer.json): prompts where llama.cpp's ids differ from medtune's "
+               f"(of {len(texts)}, {os.path.basename(data)})", differ, 0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--make-fixtures", action="store_true")
@@ -439,6 +498,7 @@ def main():
         sys.exit(f"{args.medtune}: no medtune binary (build it, or pass --medtune)")
     check_merge(args.medtune)
     check_gguf(args.medtune)
+    check_gguf_from_hf(args.medtune)
     print(f"{sum(RESULTS)}/{len(RESULTS)} checks passed")
     return 0 if all(RESULTS) else 1
 

@@ -1,10 +1,11 @@
 // medtune export merge|gguf|gguf-lora: what medtune trains, in the files the ecosystem loads.
 //   export merge MODEL [--adapter DIR] -o OUT_DIR [--dtype f32|f16|bf16]   Hugging Face directory
-//   export gguf MODEL [--adapter DIR] -o OUT.gguf [--type f16|q8_0]        llama.cpp model
+//   export gguf MODEL [--adapter DIR] -o OUT.gguf [--type f32|f16|q8_0]    llama.cpp model
 //   export gguf-lora --adapter DIR --base MODEL -o OUT.gguf                llama.cpp --lora adapter
 // and a hidden helper for the export checks (tools/check_export.py):
 //   export logits MODEL [--adapter DIR] --ids 1,2,3 -o OUT.safetensors    logits (T, V) in F32
 #include <climits>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "model/export_hf.h"
 #include "model/llama.h"
 #include "model/lora_peft.h"
+#include "tokenizer/gguf_metadata.h"
 
 namespace medtune::cli {
 
@@ -82,12 +84,31 @@ void add_export_command(CLI::App& app) {
   gguf->add_option("MODEL", a->model, "Hugging Face directory or .gguf file")->required();
   gguf->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory to merge in");
   gguf->add_option("-o,--out", a->out, "Output .gguf file")->required();
-  gguf->add_option("--type", a->type, "Type of the 2-D weights (norms stay F32)")->check(CLI::IsMember({"f16", "q8_0"}));
+  gguf->add_option("--type", a->type, "Type of the 2-D weights (norms stay F32)")->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   gguf->callback([a] {
     const io::Checkpoint ck = io::open_checkpoint(a->model);
     const auto lora = read_adapter(a->adapter, ck.config);
-    const auto rep = model::export_merged_gguf(ck, lora.get(), a->out, a->type == "f16" ? DType::F16 : DType::Q8_0);
-    print_notes(rep.notes);
+    const DType type = a->type == "f32" ? DType::F32 : a->type == "f16" ? DType::F16 : DType::Q8_0;
+    // A GGUF source keeps its own tokenizer keys; a Hugging Face directory's tokenizer.json is
+    // converted to them when llama.cpp has an equivalent.
+    std::vector<std::string> notes;
+    tokenizer::GgufTokenizerMetadata tok;
+    if (ck.format != "gguf") {
+      const std::string tj = ck.path + "/tokenizer.json";
+      if (std::filesystem::exists(tj)) {
+        tok = tokenizer::gguf_tokenizer_metadata(tj, ck.config.vocab_size);
+        notes = tok.notes;
+      } else {
+        tok.unsupported = ck.path + ": no tokenizer.json";
+      }
+      if (!tok.metadata) {
+        notes.push_back("no tokenizer in the GGUF (tokenizer.ggml.model = \"none\", llama.cpp evaluates "
+                        "token ids): " + tok.unsupported);
+      }
+    }
+    const auto rep = model::export_merged_gguf(ck, lora.get(), a->out, type, tok.metadata ? &*tok.metadata : nullptr);
+    notes.insert(notes.end(), rep.notes.begin(), rep.notes.end());
+    print_notes(notes);
     std::cout << "wrote " << a->out << "\n";
   });
 

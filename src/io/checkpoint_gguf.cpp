@@ -26,6 +26,8 @@
 // The permutation acts on rows (the output dimension, PyTorch dim 0), so each quantized row stays
 // intact. qwen2 GGUFs are converted without it (Qwen2Model does not permute): qk_rows_permuted is
 // false for them.
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -59,6 +61,7 @@ std::string hf_name(const std::string& g) {
       {"attn_k.bias", "self_attn.k_proj.bias"},
       {"attn_v.bias", "self_attn.v_proj.bias"},
       {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"attn_output.bias", "self_attn.o_proj.bias"},
       {"ffn_gate.weight", "mlp.gate_proj.weight"},
       {"ffn_up.weight", "mlp.up_proj.weight"},
       {"ffn_down.weight", "mlp.down_proj.weight"},
@@ -196,6 +199,23 @@ Checkpoint checkpoint_from_gguf(std::shared_ptr<GgufFile> gguf) {
     if (!ck.tensors.emplace(key, g.tensors().at(name)).second) {
       throw BadInput(path + ": tensor '" + name + "': its name '" + key +
                      "' is given by two tensors");
+    }
+  }
+  if (auto it = ck.tensors.find("rope_freqs.weight"); it != ck.tensors.end()) {
+    // llama3 scaling as llama.cpp's converter stores it: one divisor per rotary pair.
+    const RawTensor& t = it->second;
+    if (t.dtype != DType::F32 || t.shape.size() != 1 || t.shape[0] != c.head_dim / 2) {
+      throw BadInput(path + ": tensor 'rope_freqs.weight': expected F32 of shape (" +
+                     std::to_string(c.head_dim / 2) + ") (head dimension / 2), found " +
+                     std::string(dtype_name(t.dtype)) + " with " + std::to_string(t.shape.size()) + " dimension(s)");
+    }
+    c.rope_freq_factors.resize(static_cast<size_t>(t.shape[0]));
+    std::memcpy(c.rope_freq_factors.data(), t.data, c.rope_freq_factors.size() * sizeof(float));
+    for (const float f : c.rope_freq_factors) {
+      if (!(f > 0.0f) || !std::isfinite(f)) {
+        throw BadInput(path + ": tensor 'rope_freqs.weight' holds " + std::to_string(f) +
+                       " (every rope frequency factor must be finite and > 0)");
+      }
     }
   }
   c.tie_word_embeddings = ck.tensors.count("lm_head.weight") == 0;

@@ -28,6 +28,10 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
+  // llama.cpp's rope_freqs.weight (HD/2), how its converter stores llama3 scaling in a GGUF: the
+  // frequency of pair i is base^(-2i/HD) / rope_freq_factors[i]. Empty when the file has none;
+  // when set it replaces rope_scaling (as in llama.cpp).
+  std::vector<float> rope_freq_factors;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (qwen2)
   int64_t sliding_window = 0;   // mistral: 0 = none; we attend causally to everything (see docs)

@@ -8,12 +8,14 @@
 #include "core/error.h"
 #include "core/quant_write.h"
 #include "model/merge.h"
+#include "model/rope.h"
 
 namespace medtune::model {
 
 namespace {
 
 // llama_ftype values (llama.h) written as general.file_type.
+constexpr uint32_t kFileTypeF32 = 0;
 constexpr uint32_t kFileTypeF16 = 1;
 constexpr uint32_t kFileTypeQ8_0 = 7;
 
@@ -30,7 +32,8 @@ int64_t qk_heads(const ModelConfig& c, const std::string& hf_name) {
 }
 
 // Hyper-parameter keys as convert_hf_to_gguf.py writes them for a Hugging Face source.
-io::GgufMetadata metadata_from_config(const ModelConfig& c, uint32_t file_type) {
+io::GgufMetadata metadata_from_config(const ModelConfig& c, uint32_t file_type,
+                                      const io::GgufMetadata* tokenizer) {
   const std::string a = gguf_architecture(c);
   const auto u32 = [](int64_t v) { return io::gguf_u32(static_cast<uint32_t>(v)); };
   io::GgufMetadata md = {
@@ -50,11 +53,15 @@ io::GgufMetadata metadata_from_config(const ModelConfig& c, uint32_t file_type) 
       {"general.file_type", io::gguf_u32(file_type)},
       {a + ".vocab_size", u32(c.vocab_size)},
       {a + ".rope.dimension_count", u32(c.head_dim)},
-      // No tokenizer: llama.cpp's LLAMA_VOCAB_TYPE_NONE, which evaluates token ids as given.
-      {"tokenizer.ggml.model", io::gguf_string("none")},
   };
-  if (c.bos_token_id >= 0) md.push_back({"tokenizer.ggml.bos_token_id", u32(c.bos_token_id)});
-  if (!c.eos_token_ids.empty()) md.push_back({"tokenizer.ggml.eos_token_id", u32(c.eos_token_ids[0])});
+  if (tokenizer != nullptr) {
+    md.insert(md.end(), tokenizer->begin(), tokenizer->end());
+  } else {
+    // No tokenizer: llama.cpp's LLAMA_VOCAB_TYPE_NONE, which evaluates token ids as given.
+    md.push_back({"tokenizer.ggml.model", io::gguf_string("none")});
+    if (c.bos_token_id >= 0) md.push_back({"tokenizer.ggml.bos_token_id", u32(c.bos_token_id)});
+    if (!c.eos_token_ids.empty()) md.push_back({"tokenizer.ggml.eos_token_id", u32(c.eos_token_ids[0])});
+  }
   md.push_back({"general.quantization_version", io::gguf_u32(2)});
   return md;
 }
@@ -118,35 +125,32 @@ std::string gguf_architecture(const ModelConfig& c) {
 bool gguf_permutes_qk(const ModelConfig& c) { return c.architecture != "qwen2"; }
 
 GgufExportReport export_merged_gguf(const io::Checkpoint& ckpt, const LoraWeights* lora,
-                                    const std::string& out_path, DType type) {
-  if (type != DType::F16 && type != DType::Q8_0) {
-    throw Internal("export_merged_gguf: type must be F16 or Q8_0");
+                                    const std::string& out_path, DType type,
+                                    const io::GgufMetadata* tokenizer) {
+  if (type != DType::F32 && type != DType::F16 && type != DType::Q8_0) {
+    throw Internal("export_merged_gguf: type must be F32, F16 or Q8_0");
   }
   const ModelConfig& c = ckpt.config;
   GgufExportReport rep;
-  if (ckpt.format != "gguf" && c.rope_scaling.type == "llama3") {
-    throw BadInput(ckpt.path + ": llama3 rope scaling: exporting it to GGUF needs llama.cpp's "
-                   "rope_freqs.weight tensor, which medtune does not compute yet; export from a "
-                   "GGUF of the base model instead");
-  }
-  const uint32_t file_type = type == DType::F16 ? kFileTypeF16 : kFileTypeQ8_0;
+  const uint32_t file_type = type == DType::F32 ? kFileTypeF32 : type == DType::F16 ? kFileTypeF16 : kFileTypeQ8_0;
   const io::GgufMetadata md = ckpt.format == "gguf" ? metadata_from_gguf(*ckpt.gguf, file_type)
-                                                    : metadata_from_config(c, file_type);
-  if (ckpt.format != "gguf") {
-    rep.notes.push_back("no tokenizer in the GGUF (tokenizer.ggml.model = \"none\"): llama.cpp "
-                        "evaluates token ids; export from a GGUF source to carry a tokenizer");
-  }
+                                                    : metadata_from_config(c, file_type, tokenizer);
 
   std::vector<std::vector<uint8_t>> bytes;
   std::vector<io::GgufTensorToWrite> tensors;
   const std::vector<std::string> names = merged_tensor_names(ckpt);
   bytes.reserve(names.size() + 1);
-  // llama3 GGUFs carry rope_freqs.weight (F32, no HF name): copied as it is, first, as the
-  // converter writes it.
+  // llama3 rope scaling travels as rope_freqs.weight (F32, no HF name), first, as the converter
+  // writes it: copied from a GGUF source, computed from config.json's rope_scaling otherwise.
   if (auto it = ckpt.tensors.find("rope_freqs.weight"); it != ckpt.tensors.end()) {
     const RawTensor& t = it->second;
     bytes.emplace_back(t.data, t.data + t.nbytes);
     tensors.push_back({"rope_freqs.weight", t.dtype, t.shape, bytes.back().data()});
+  } else if (c.rope_scaling.type == "llama3") {
+    const std::vector<float> factors = llama3_rope_freq_factors(c);  // (HD/2)
+    bytes.emplace_back(factors.size() * sizeof(float));
+    std::memcpy(bytes.back().data(), factors.data(), bytes.back().size());
+    tensors.push_back({"rope_freqs.weight", DType::F32, {static_cast<int64_t>(factors.size())}, bytes.back().data()});
   }
   for (const std::string& name : names) {
     MergedTensor m = merge_tensor(ckpt, lora, name);

@@ -25,13 +25,16 @@ struct GgufExportReport {
   std::vector<std::string> notes;
 };
 
-// The merged model as GGUF. type: F16 or Q8_0 for 2-D weights (a weight whose rows are not whole
-// Q8_0 blocks falls back to F16, as convert_hf_to_gguf does); 1-D tensors (norms, biases) F32.
+// The merged model as GGUF. type: F32, F16 or Q8_0 for 2-D weights (a weight whose rows are not
+// whole Q8_0 blocks falls back to F16, as convert_hf_to_gguf does); 1-D tensors (norms, biases)
+// F32. llama3 rope scaling is written as llama.cpp's rope_freqs.weight.
 // Metadata: from a GGUF source, its keys in order (general.file_type replaced, general.alignment
 // dropped); from a Hugging Face directory, the llama.cpp hyper-parameter keys built from the
-// config, with tokenizer.ggml.model = "none" (llama.cpp then runs on token ids; no tokenizer).
+// config, then `tokenizer` (tokenizer/gguf_metadata.h) or, when it is null,
+// tokenizer.ggml.model = "none" (llama.cpp then runs on token ids).
 GgufExportReport export_merged_gguf(const io::Checkpoint& ckpt, const LoraWeights* lora,
-                                    const std::string& out_path, DType type);
+                                    const std::string& out_path, DType type,
+                                    const io::GgufMetadata* tokenizer = nullptr);
 
 // The adapter alone in llama.cpp's LoRA GGUF: general.type=adapter, adapter.type=lora,
 // adapter.lora.alpha = scaling * r (llama.cpp scales by alpha / r, so rsLoRA's alpha / sqrt(r)

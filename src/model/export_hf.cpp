@@ -11,6 +11,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors_writer.h"
 #include "model/merge.h"
+#include "model/rope.h"
 
 namespace medtune::model {
 
@@ -54,12 +55,22 @@ json config_from_model_config(const ModelConfig& c) {
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;
-  if (c.rope_scaling.type == "llama3") {
+  RopeScaling rs = c.rope_scaling;
+  if (!c.rope_freq_factors.empty()) {
+    // A llama3 GGUF carries its scaling only as rope_freqs.weight; config.json needs parameters.
+    const std::optional<RopeScaling> inferred = llama3_scaling_from_factors(c);
+    if (!inferred) {
+      throw BadInput("tensor 'rope_freqs.weight': these rope frequency factors are not Llama 3.x's "
+                     "llama3 scaling, so transformers' config.json cannot express them");
+    }
+    rs = *inferred;
+  }
+  if (rs.type == "llama3") {
     j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope_scaling.factor},
-                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+                         {"factor", rs.factor},
+                         {"low_freq_factor", rs.low_freq_factor},
+                         {"high_freq_factor", rs.high_freq_factor},
+                         {"original_max_position_embeddings", rs.original_max_position_embeddings}};
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;

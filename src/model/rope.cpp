@@ -1,7 +1,10 @@
 #include "model/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+
+#include "core/error.h"
 
 namespace medtune::model {
 
@@ -14,7 +17,10 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
     const float p = std::pow(static_cast<float>(c.rope_theta), expo);
     inv[static_cast<size_t>(i)] = 1.0f / p;
   }
-  if (c.rope_scaling.type == "llama3") {
+  if (!c.rope_freq_factors.empty()) {
+    // llama.cpp (ggml_rope_ext with freq_factors): theta_i = pos * base^(-2i/d) / factor_i.
+    for (int64_t i = 0; i < half; ++i) inv[static_cast<size_t>(i)] /= c.rope_freq_factors[static_cast<size_t>(i)];
+  } else if (c.rope_scaling.type == "llama3") {
     // transformers' _compute_llama3_parameters, elementwise in fp32.
     const auto& s = c.rope_scaling;
     const float factor = static_cast<float>(s.factor);
@@ -35,6 +41,49 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
     }
   }
   return inv;
+}
+
+std::vector<float> llama3_rope_freq_factors(const ModelConfig& c) {
+  if (c.rope_scaling.type != "llama3") throw Internal("llama3_rope_freq_factors: no llama3 rope scaling");
+  ModelConfig unscaled = c;
+  unscaled.rope_scaling = RopeScaling{};
+  unscaled.rope_freq_factors.clear();
+  const std::vector<float> freqs = rope_inv_freq(unscaled);
+  const auto& s = c.rope_scaling;
+  const float factor = static_cast<float>(s.factor);
+  const float low = static_cast<float>(s.low_freq_factor);
+  const float high = static_cast<float>(s.high_freq_factor);
+  const float old_ctx = static_cast<float>(s.original_max_position_embeddings);
+  const float low_freq_wavelen = old_ctx / low;
+  const float high_freq_wavelen = old_ctx / high;
+  std::vector<float> factors;
+  factors.reserve(freqs.size());
+  for (const float freq : freqs) {
+    const float wavelen = static_cast<float>(2 * std::numbers::pi) / freq;
+    if (wavelen < high_freq_wavelen) {
+      factors.push_back(1.0f);
+    } else if (wavelen > low_freq_wavelen) {
+      factors.push_back(factor);
+    } else {
+      const float smooth = (old_ctx / wavelen - low) / (high - low);
+      factors.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return factors;
+}
+
+std::optional<RopeScaling> llama3_scaling_from_factors(const ModelConfig& c) {
+  if (c.rope_freq_factors.empty()) return std::nullopt;
+  ModelConfig guess = c;
+  guess.rope_freq_factors.clear();
+  guess.rope_scaling = RopeScaling{"llama3", 1.0, 1.0, 4.0, 8192};
+  for (const float f : c.rope_freq_factors) guess.rope_scaling.factor = std::max(guess.rope_scaling.factor, static_cast<double>(f));
+  const std::vector<float> want = llama3_rope_freq_factors(guess);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double got = c.rope_freq_factors[i];
+    if (std::fabs(got - static_cast<double>(want[i])) > 1e-6 * got) return std::nullopt;
+  }
+  return guess.rope_scaling;
 }
 
 void rope_tables(const std::vector<float>& inv_freq, const int64_t* positions, int64_t N,

@@ -51,6 +51,26 @@ expect 2 "adapter" -- "$MT" export gguf-lora --base "$F/base" -o "$tmp/x.gguf"
 expect 2 "/nonexistent" -- "$MT" export gguf /nonexistent -o "$tmp/x.gguf"
 expect 2 "ids" -- "$MT" export logits "$F/base" --ids 1,x -o "$tmp/l.safetensors"
 
+# Hugging Face directory -> GGUF carries the tokenizer (tokenizer.json converted to llama.cpp's
+# keys): a tiny Llama with the SmolLM2 tokenizer gives the same ids and logits from both files.
+TINY=$(dirname "$MT")/medtune-tiny-llama
+if [ -x "$TINY" ]; then
+  "$TINY" "$tmp/tiny" 49152 3 >/dev/null
+  cp tests/fixtures/tokenizer/smollm2/tokenizer.json tests/fixtures/tokenizer/smollm2/tokenizer_config.json "$tmp/tiny/"
+  expect 0 "wrote" -- "$MT" export gguf "$tmp/tiny" -o "$tmp/tiny.gguf" --type f32
+  TEXT="A 45-year-old man's HbA1c is 9.1%; start metformin 500 mg <|im_end|>"
+  hf_ids=$("$MT" tokenize "$tmp/tiny" "$TEXT" --json)
+  gguf_ids=$("$MT" tokenize "$tmp/tiny.gguf" "$TEXT" --json)
+  if [ -n "$hf_ids" ] && [ "$hf_ids" = "$gguf_ids" ]; then echo "ok: same ids from tokenizer.json and the exported GGUF"
+  else echo "FAIL: ids differ: $hf_ids vs $gguf_ids"; fail=1; fi
+  "$MT" export logits "$tmp/tiny" --ids 1,5,17,42 -o "$tmp/l_hf.safetensors" >/dev/null
+  "$MT" export logits "$tmp/tiny.gguf" --ids 1,5,17,42 -o "$tmp/l_gguf.safetensors" >/dev/null
+  if cmp -s "$tmp/l_hf.safetensors" "$tmp/l_gguf.safetensors"; then echo "ok: same logits bytes from both files"
+  else echo "FAIL: logits differ between the HF directory and its F32 GGUF"; fail=1; fi
+else
+  echo "FAIL: $TINY missing (build the medtune-tiny-llama target)"; fail=1
+fi
+
 # GGUF -> GGUF keeps the tokenizer: the exported SmolLM2 tokenizes and generates.
 MODEL=${MEDTUNE_SMOLLM2_GGUF:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 if [ -f "$MODEL" ]; then

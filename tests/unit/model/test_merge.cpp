@@ -170,7 +170,7 @@ TEST(Merge, MergedHfDirectoryGivesAdapterLogits) {
 // the 7 matrices per layer and the head moves its output by at most 2^-11 relative, so
 // max|d| <= (7L + 1) * 2^-11 * max|logit|.
 TEST(Merge, GgufF16HoldsHfF16ValuesPermuted) {
-  for (const std::string fixture : {"llama_gqa", "qwen2_bias", "llama_tied", "mistral"}) {
+  for (const std::string fixture : {"llama_gqa", "qwen2_bias", "llama_tied", "mistral", "llama_attn_bias", "llama3_rope"}) {
     TempDir tmp;
     const io::Checkpoint ck = io::open_checkpoint(kHf + fixture + "/base");
     LoraWeights lora = adapter_for(fixture, ck.config);
@@ -200,6 +200,29 @@ TEST(Merge, GgufF16HoldsHfF16ValuesPermuted) {
     const std::vector<float> lg = logits_of(std::move(g), nullptr);
     const double L = static_cast<double>(c.num_hidden_layers);
     EXPECT_LE(max_abs_diff(lg, want), (7 * L + 1) * std::ldexp(max_abs(want), -11)) << fixture;
+  }
+}
+
+// GGUF F32 of every fixture, read back by medtune's GGUF reader: the same logits as base +
+// adapter from the Hugging Face directory, to the 1e-5 of the merged HF directory test above (the
+// merged weights are the same fp32 values). This covers what only a GGUF carries: o_proj's bias
+// under its llama.cpp name (llama_attn_bias) and llama3 rope scaling as rope_freqs.weight
+// (llama3_rope, whose frequencies then differ from transformers' by a few fp32 roundings,
+// test_rope_freq_factors.cpp).
+TEST(Merge, GgufF32GivesBasePlusAdapterLogits) {
+  for (const auto& entry : fs::directory_iterator(kHf)) {
+    if (!fs::exists(entry.path() / "adapter_init")) continue;
+    const std::string fixture = entry.path().filename().string();
+    TempDir tmp;
+    const io::Checkpoint ck = io::open_checkpoint(kHf + fixture + "/base");
+    LoraWeights lora = adapter_for(fixture, ck.config);
+    export_merged_gguf(ck, &lora, tmp / "m.gguf", DType::F32);
+    io::Checkpoint g = io::open_checkpoint(tmp / "m.gguf");
+    EXPECT_EQ(g.config.rope_freq_factors.empty(), ck.config.rope_scaling.type != "llama3") << fixture;
+    EXPECT_EQ(g.tensors.count("model.layers.0.self_attn.o_proj.bias"),
+              ck.tensors.count("model.layers.0.self_attn.o_proj.bias")) << fixture;
+    const std::vector<float> want = logits_of(io::open_checkpoint(kHf + fixture + "/base"), &lora);
+    EXPECT_LE(max_abs_diff(logits_of(std::move(g), nullptr), want), 1e-5) << fixture;
   }
 }
 
