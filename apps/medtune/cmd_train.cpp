@@ -247,7 +247,7 @@ void add_train_command(CLI::App& app) {
     hooks.force_resume = args->force_resume;
     hooks.overwrite_output_dir = args->overwrite_output_dir;
     if (!ld.val_items.empty())
-      hooks.letter_accuracy = [&] {
+      hooks.accuracy = [&] {
         return eval::accuracy(model, *r.prompts, ld.val_items,
                               r.option_text ? eval::Scoring::text : eval::Scoring::letter);
       };

@@ -162,7 +162,9 @@ std::optional<CheckpointEntry> find_resume_point(const TrainConfig& cfg, Progres
     std::vector<std::string> warnings;
     auto found = newest_valid_checkpoint(cfg.output_dir, warnings);
     for (const auto& w : warnings) progress.message("warning: " + w);
-    if (!found) progress.message("resume auto: no valid checkpoint in " + cfg.output_dir + " yet; starting fresh");
+    // Only when the folder holds no checkpoint at all: damaged ones are refused by the caller.
+    if (!found && list_checkpoints(cfg.output_dir).empty())
+      progress.message("resume auto: no checkpoint in " + cfg.output_dir + " yet; starting fresh");
     return found;
   }
   const std::string& path = cfg.resume_from_checkpoint;
@@ -362,11 +364,11 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
                      std::to_string(plan.total_steps) + ")");
 
   auto evaluate = [&](int64_t step) {
-    if (data.val.empty() && !hooks.letter_accuracy) return;
+    if (data.val.empty() && !hooks.accuracy) return;
     EvalPoint e;
     if (!data.val.empty()) e = validation_loss(model, data.val, cfg.micro_batch_size, data.pad_id);
     e.step = step;
-    if (hooks.letter_accuracy) e.accuracy = hooks.letter_accuracy();
+    if (hooks.accuracy) e.accuracy = hooks.accuracy();
     nlohmann::json j{{"step", step}, {"loss", e.loss}, {"tokens", e.tokens}};
     if (e.accuracy) j["accuracy"] = *e.accuracy;
     metrics.write({{"eval", j}});

@@ -31,7 +31,7 @@ struct TrainData {
 struct TrainHooks {
   // Accuracy (letter or option-text scoring, per answer_target) on the validation questions with
   // the model as it is now (the adapter is set on it). Empty: loss only.
-  std::function<double()> letter_accuracy;
+  std::function<double()> accuracy;
   // Safetensors metadata of every adapter the trainer writes (checkpoints and adapter/), e.g. the
   // run manifest's hash for provenance.
   std::map<std::string, std::string> adapter_metadata;

@@ -97,7 +97,7 @@ struct Fixture {
 // Stops the run at the evaluation after the `stop_at`-th call (evaluations run at steps 0, 3, 6).
 TrainHooks stopping_hooks(int* calls, int stop_at) {
   TrainHooks h;
-  h.letter_accuracy = [calls, stop_at] {
+  h.accuracy = [calls, stop_at] {
     if (++*calls == stop_at) request_stop();
     return 0.5;
   };
@@ -246,12 +246,15 @@ TEST(Resume, AutoWithoutACheckpointStartsFreshAndAdapterMetadataIsWritten) {
   EXPECT_NE(refused_log.str().find("skipping " + dir + "/checkpoint-50: " + dir + "/checkpoint-50/checksums.sha256: missing"),
             std::string::npos)
       << refused_log.str();
+  EXPECT_EQ(refused_log.str().find("starting fresh"), std::string::npos)
+      << "a run that is refused must not say it starts fresh:\n" << refused_log.str();
 
   hooks.overwrite_output_dir = true;
   std::ostringstream log;
   const auto s = run_training(cfg, f.model, f.data, hooks, log);
   EXPECT_EQ(s.resumed_from, "");
-  EXPECT_NE(log.str().find("resume auto: no valid checkpoint in " + dir + " yet; starting fresh"), std::string::npos)
+  EXPECT_NE(log.str().find("removed " + dir + "/checkpoint-50 (--overwrite-output-dir: this run starts fresh)"),
+            std::string::npos)
       << log.str();
   EXPECT_FALSE(fs::exists(dir + "/checkpoint-50"));
   EXPECT_EQ(checkpoint_problem(dir + "/checkpoint-1"), "");

@@ -202,7 +202,7 @@ TEST(Trainer, StopRequestSavesTheAdapterAndStopsBetweenSteps) {
   auto cfg = tiny_config(out);
   cfg.eval_steps = 100;  // the eval before step 1 runs the hook, which stands in for a SIGINT
   TrainHooks hooks;
-  hooks.letter_accuracy = [] {
+  hooks.accuracy = [] {
     request_stop();
     return 0.25;
   };
