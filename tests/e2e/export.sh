@@ -55,8 +55,9 @@ expect 2 "ids" -- "$MT" export logits "$F/base" --ids 1,x -o "$tmp/l.safetensors
 # keys): a tiny Llama with the SmolLM2 tokenizer gives the same ids and logits from both files.
 TINY=$(dirname "$MT")/medtune-tiny-llama
 if [ -x "$TINY" ]; then
-  "$TINY" "$tmp/tiny" 49152 3 >/dev/null
-  cp tests/fixtures/tokenizer/smollm2/tokenizer.json tests/fixtures/tokenizer/smollm2/tokenizer_config.json "$tmp/tiny/"
+  # shellcheck source=tests/support/tiny_model.sh
+  . tests/support/tiny_model.sh
+  make_tiny_model "$TINY" "$tmp/tiny" 3
   expect 0 "wrote" -- "$MT" export gguf "$tmp/tiny" -o "$tmp/tiny.gguf" --type f32
   TEXT="A 45-year-old man's HbA1c is 9.1%; start metformin 500 mg <|im_end|>"
   hf_ids=$("$MT" tokenize "$tmp/tiny" "$TEXT" --json)

@@ -27,6 +27,8 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/support/tiny_model.sh
+. tests/support/tiny_model.sh
 [ -x "$TINY" ] || fail "$TINY is missing: build the medtune-tiny-llama target"
 
 SEED=${MEDTUNE_FAULT_SEED:-$(( $(date +%s%N) % 100000 ))}
@@ -37,8 +39,7 @@ export OMP_WAIT_POLICY=passive
 # A tiny random Llama (hidden 32, 2 layers) with the SmolLM2 tokenizer; 24 original sample
 # questions cut to 64 tokens: 6 steps per epoch, 30 steps, a checkpoint every 3.
 MODEL="$TMP/model"
-"$TINY" "$MODEL" 49152 7
-cp tests/fixtures/tokenizer/smollm2/tokenizer.json tests/fixtures/tokenizer/smollm2/tokenizer_config.json "$MODEL/"
+make_tiny_model "$TINY" "$MODEL" 7
 head -n 24 data/sample/medqa_train.jsonl > "$TMP/train.jsonl"
 cat > "$TMP/run.yaml" <<EOF
 base_model: $MODEL

@@ -17,12 +17,13 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/support/tiny_model.sh
+. tests/support/tiny_model.sh
 [ -x "$TINY" ] || fail "$TINY is missing: build the medtune-tiny-llama target"
 export OMP_WAIT_POLICY=passive
 
 MODEL="$TMP/model"
-"$TINY" "$MODEL" 49152 7
-cp tests/fixtures/tokenizer/smollm2/tokenizer.json tests/fixtures/tokenizer/smollm2/tokenizer_config.json "$MODEL/"
+make_tiny_model "$TINY" "$MODEL" 7
 head -n 48 data/sample/medqa_train.jsonl > "$TMP/train.jsonl"
 head -n 8 data/sample/medqa_dev.jsonl > "$TMP/val.jsonl"
 STEPS=${MEDTUNE_SOAK_STEPS:-2000}
