@@ -1,0 +1,85 @@
+# The GPU backend: -DMEDTUNE_GPU=none|cuda|hip (docs/gpu.md).
+#
+# none (the default) adds nothing: the CPU build, its targets and its tests are exactly as without
+# this file. cuda or hip compile the SAME src/gpu/*.cu files with CMake's CUDA or HIP language into
+# one library, medtune_gpu; src/gpu/vendor.h is the only source that knows which (it sees
+# MEDTUNE_GPU_CUDA or MEDTUNE_GPU_HIP). With a backend, tests/gpu/ (the op tests, CTest label
+# `gpu`) is added too.
+#
+# Architectures: CMAKE_CUDA_ARCHITECTURES defaults to 80;90 (A100, H100/H200),
+# CMAKE_HIP_ARCHITECTURES to gfx90a (MI200); pass either on the command line to change them.
+# tests/gpu/CMakeLists.txt also includes this file when it is configured on its own (the GPU
+# machine's build, scripts/gpu-check.sh); MEDTUNE_GPU_STANDALONE is set there.
+set(MEDTUNE_GPU "none" CACHE STRING "GPU backend: none, cuda or hip")
+set_property(CACHE MEDTUNE_GPU PROPERTY STRINGS none cuda hip)
+if(MEDTUNE_GPU STREQUAL "none")
+  return()
+endif()
+
+get_filename_component(MEDTUNE_GPU_ROOT "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+file(GLOB MEDTUNE_GPU_SOURCES CONFIGURE_DEPENDS "${MEDTUNE_GPU_ROOT}/src/gpu/*.cu")
+
+if(MEDTUNE_GPU STREQUAL "cuda")
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  # CMake 3.25 (Debian 12) knows nvcc's dialect flags only up to C++17, and CUDA targets take the
+  # project's CXX_STANDARD 20: teach it the flag (nvcc >= 12 has -std=c++20).
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(MEDTUNE_GPU_LANG CUDA)
+  set(MEDTUNE_GPU_DEFINE MEDTUNE_GPU_CUDA)
+elseif(MEDTUNE_GPU STREQUAL "hip")
+  if(NOT DEFINED CMAKE_HIP_ARCHITECTURES)
+    set(CMAKE_HIP_ARCHITECTURES gfx90a)
+  endif()
+  enable_language(HIP)
+  set(CMAKE_HIP_STANDARD 20)
+  set(CMAKE_HIP_STANDARD_REQUIRED ON)
+  set(MEDTUNE_GPU_LANG HIP)
+  set(MEDTUNE_GPU_DEFINE MEDTUNE_GPU_HIP)
+else()
+  message(FATAL_ERROR "MEDTUNE_GPU must be none, cuda or hip (got '${MEDTUNE_GPU}')")
+endif()
+
+set_source_files_properties(${MEDTUNE_GPU_SOURCES} PROPERTIES LANGUAGE ${MEDTUNE_GPU_LANG})
+add_library(medtune_gpu STATIC ${MEDTUNE_GPU_SOURCES})
+target_include_directories(medtune_gpu PUBLIC "${MEDTUNE_GPU_ROOT}/src")
+target_compile_definitions(medtune_gpu PRIVATE ${MEDTUNE_GPU_DEFINE}
+  PUBLIC MEDTUNE_WITH_GPU=1)
+# medtune_core: the NF4 code table and DType names (core/nf4.h, core/dtype.h).
+target_link_libraries(medtune_gpu PUBLIC medtune_core)
+if(MEDTUNE_GPU STREQUAL "cuda")
+  # The static runtime: the test binary then needs only the driver on the GPU machine.
+  set_target_properties(medtune_gpu PROPERTIES CUDA_RUNTIME_LIBRARY Static)
+  target_link_libraries(medtune_gpu PUBLIC CUDA::cudart_static)
+  # Warnings are errors, as for the C++ targets (cmake/warnings.cmake): nvcc's own, and the host
+  # compiler's on the host half of each .cu. No fast math: -prec-div/-prec-sqrt stay on (the
+  # default), which the tolerances in tests/gpu/ assume.
+  target_compile_options(medtune_gpu PRIVATE
+    --Werror=all-warnings
+    -Xcompiler=-Wall,-Wextra,-Wshadow,-Wdouble-promotion,-Wnull-dereference,-Werror)
+else()
+  # hip-lang (found by enable_language(HIP)) links the device runtime into HIP targets; host-only
+  # consumers (the test, later the trainer) need amdhip64 through the library.
+  if(TARGET hip-lang::amdhip64)
+    target_link_libraries(medtune_gpu PUBLIC hip-lang::amdhip64)
+  endif()
+  target_compile_options(medtune_gpu PRIVATE
+    -Wall -Wextra -Wshadow -Wdouble-promotion -Wnull-dereference -Werror)
+endif()
+message(STATUS "GPU backend: ${MEDTUNE_GPU} (${MEDTUNE_GPU_LANG}; architectures "
+  "${CMAKE_${MEDTUNE_GPU_LANG}_ARCHITECTURES})")
+
+if(NOT MEDTUNE_GPU_STANDALONE)
+  add_subdirectory("${MEDTUNE_GPU_ROOT}/tests/gpu" "${CMAKE_BINARY_DIR}/tests/gpu")
+endif()

@@ -1,0 +1,44 @@
+// Launch helpers shared by the .cu files (vendor.h-aware; never included by host-only code).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/error.h"
+#include "gpu/check.h"
+#include "gpu/runtime.h"
+#include "gpu/vendor.h"
+
+namespace medtune::gpu {
+
+inline gpuStream_t stream_of(const Stream& s) { return static_cast<gpuStream_t>(s.handle()); }
+
+// Threads per block of the grid-stride elementwise kernels and of the one-block-per-row kernels
+// (rmsnorm, cross-entropy). A multiple of 64, so a whole number of warps on every chip (kWarpSize is
+// 32 or 64); block_sum/block_max (reduce.h) rely on that.
+inline constexpr int kThreads = 256;
+
+// Blocks for n elements at kThreads per block, capped: the kernels stride over the rest.
+inline unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  constexpr int64_t kMaxBlocks = int64_t{1} << 16;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+}
+
+// Grid-stride loop bounds (device code): for (i = thread_index(); i < n; i += grid_threads()).
+__device__ inline int64_t thread_index() {
+  return static_cast<int64_t>(blockIdx.x) * static_cast<int64_t>(blockDim.x) +
+         static_cast<int64_t>(threadIdx.x);
+}
+__device__ inline int64_t grid_threads() {
+  return static_cast<int64_t>(gridDim.x) * static_cast<int64_t>(blockDim.x);
+}
+
+// Row counts are launched as grid.x (up to 2^31 - 1 blocks on both vendors).
+inline unsigned rows_grid(int64_t rows, const char* op) {
+  if (rows > int64_t{0x7fffffff})
+    throw Internal(std::string(op) + ": " + std::to_string(rows) + " rows exceed one grid");
+  return static_cast<unsigned>(rows);
+}
+
+}  // namespace medtune::gpu

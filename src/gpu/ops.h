@@ -1,0 +1,92 @@
+// GPU kernels of the Llama decoder's ops, forward and backward, on fp32 device buffers.
+//
+// Each function mirrors the CPU op of the same name (src/ops/ops.h, src/ops/backward.h,
+// src/train/optimizer.h, src/core/quant.h, src/core/nf4.h): same arguments in the same order,
+// same shapes, same aliasing rules, same semantics, plus the stream the kernels are queued on.
+// Every pointer is a DEVICE pointer. Calls are asynchronous: results are ready after
+// stream.synchronize() (or a *_sync copy). tests/gpu/ checks each against its CPU reference.
+//
+// Same dimension legend as ops.h (N rows, C width, H heads, HD head_dim, V vocabulary, n elements).
+//
+// Not here yet (issue #8, later steps): attention (flash-style, forward and backward),
+// cross-entropy fused with the lm_head in vocabulary chunks, the LoRA side path and the GEMMs
+// (cuBLASLt / hipBLASLt), bf16 storage variants of the kernels (fp32 -> bf16 rounding is here),
+// Q4_K/Q6_K dequantization.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "gpu/runtime.h"
+
+namespace medtune::gpu {
+
+// ---- embedding (no CPU op of its own: the model dequantizes table rows, model/llama.cpp)
+// out[n, :] = table[ids[n], :].   out: (N, C)   table: (V, C)   ids: (N), int64 on the device.
+// An id outside [0, V) yields a row of NaNs (never another token's row), so a bad id shows up in
+// the loss instead of training on garbage; ids are validated on the host before upload.
+void embedding_forward(float* out, const float* table, const int64_t* ids, int64_t N, int64_t C,
+                       int64_t V, const Stream& stream);
+// dtable[ids[n], :] += dout[n, :] (accumulated, like every parameter gradient in backward.h).
+// Deterministic: each column is summed by one thread over n in order (no atomics), so the result
+// is bit-identical to the obvious CPU loop. Out-of-range ids are skipped.
+void embedding_backward(float* dtable, const float* dout, const int64_t* ids, int64_t N, int64_t C,
+                        int64_t V, const Stream& stream);
+
+// ---- RMSNorm (ops::rmsnorm_forward / ops::rmsnorm_backward)
+// x, y: (N, C)   w: (C)   rstd: (N) or null
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
+                     float eps, const Stream& stream);
+// dx, dy, x: (N, C)   w, dw: (C)   rstd: (N). dx overwritten (may alias dy); dw accumulated
+// (null = frozen norm).
+void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
+                      const float* rstd, int64_t N, int64_t C, const Stream& stream);
+
+// ---- RoPE, rotate-half convention, in place (ops::rope_forward / ops::rope_backward)
+// x: (N, H, HD)   cos, sin: (N, HD/2)
+void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD,
+                  const Stream& stream);
+void rope_backward(float* dx, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD,
+                   const Stream& stream);
+
+// ---- SwiGLU (ops::swiglu_forward / ops::swiglu_backward)   all buffers: (n)
+void swiglu_forward(float* h, const float* gate, const float* up, int64_t n, const Stream& stream);
+// dgate may alias gate or dh, dup may alias up or dh.
+void swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up,
+                     int64_t n, const Stream& stream);
+
+// ---- cross-entropy over given logits (ops::cross_entropy_sum / ops::cross_entropy_backward)
+// losses[n] = logsumexp(logits[n]) - logits[n, targets[n]], or 0 where targets[n] < 0.
+// logits: (N, V)   targets: (N) int64   losses: (N). The caller sums the rows (in double) to get
+// ops::LossSum; the count is the number of targets >= 0, known on the host.
+void cross_entropy_forward(float* losses, const float* logits, const int64_t* targets, int64_t N,
+                           int64_t V, const Stream& stream);
+// dlogits = (softmax(logits) - onehot(target))·scale, zero rows where target < 0.
+// dlogits, logits: (N, V); dlogits may alias logits.
+void cross_entropy_backward(float* dlogits, const float* logits, const int64_t* targets, int64_t N,
+                            int64_t V, float scale, const Stream& stream);
+
+// ---- AdamW (train::adamw_update<float>): one update of n elements at 1-based `step` with
+// learning rate `lr`; p updated, m and v (fp32 moments) updated. The scalars are formed on the host
+// in double exactly as the CPU does, and every element's arithmetic rounds as the CPU's, so the
+// result is bit-identical to train::adamw_update<float>.
+struct AdamWScalars {
+  double lr = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+};
+void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& cfg,
+                  int64_t step, const Stream& stream);
+
+// ---- dequantization to fp32 (medtune::dequantize_row; nf4::dequantize_blocks for NF4)
+// src: n elements of type t, laid out as on the CPU (ggml blocks; NF4 = medtune's row blocks: f32
+// absmax | 32 bytes per 64 values, first element in the high nibble). n a multiple of the block.
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, NF4 (bit-exact with the CPU); Internal otherwise.
+void dequantize(DType t, const void* src, float* dst, int64_t n, const Stream& stream);
+bool dequantize_supported(DType t);
+
+// ---- fp32 -> bf16 bits, round to nearest even (medtune::f32_to_bf16 in core/half.h, bit-exact for
+// every non-NaN input; a NaN stays a NaN, its payload bits are the vendor's).
+// dst: (n) uint16 bf16 bits   src: (n)
+void f32_to_bf16(uint16_t* dst, const float* src, int64_t n, const Stream& stream);
+
+}  // namespace medtune::gpu

@@ -1,0 +1,67 @@
+// Runtime cases: device query, buffers, copies, errors (gpu/runtime.h).
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "op_test.h"
+
+namespace medtune::gpu_test {
+
+void register_runtime_cases(Registry& r) {
+  r.add("runtime/device_info", true, [](Checks& c, const gpu::Stream&) {
+    const gpu::DeviceInfo d = gpu::device_info(0);
+    c.record(!d.name.empty() && !d.arch.empty(), "name '" + d.name + "', arch '" + d.arch + "'");
+    c.record(d.warp_size == 32 || d.warp_size == 64,
+             "warp size " + std::to_string(d.warp_size) + " is 32 or 64 (and matches the compiled one)");
+    c.record(d.total_bytes > 0 && d.free_bytes > 0 && d.free_bytes <= d.total_bytes,
+             "memory: " + std::to_string(d.free_bytes) + " free of " + std::to_string(d.total_bytes));
+    c.record(d.multiprocessors > 0, std::to_string(d.multiprocessors) + " multiprocessors");
+  });
+
+  // Host -> device -> device -> host round trip of an odd number of bytes, with guards.
+  r.add("runtime/copies", true, [](Checks& c, const gpu::Stream& s) {
+    const std::vector<uint8_t> host = random_bytes(1000003, 1);
+    GuardedDevice<uint8_t> a(host.size(), s), b(host.size(), s);
+    gpu::copy_to_device(a.data(), host.data(), host.size(), s);
+    gpu::copy_device_to_device(b.data(), a.data(), host.size(), s);
+    const std::vector<uint8_t> back = b.download(s);
+    c.record(back == host, "round trip of 1000003 bytes is identical");
+    c.guards("copy destination", b, s);
+  });
+
+  r.add("runtime/fill_and_move", true, [](Checks& c, const gpu::Stream& s) {
+    gpu::DeviceBuffer a(4096);
+    gpu::fill_bytes(a.data(), 0x3C, a.bytes(), s);
+    gpu::DeviceBuffer b(std::move(a));
+    c.record(a.data() == nullptr && a.bytes() == 0 && b.bytes() == 4096, "a moved-from buffer is empty");
+    std::vector<uint8_t> back(4096);
+    gpu::copy_to_host_sync(back.data(), b.data(), back.size(), s);
+    bool all = true;
+    for (uint8_t v : back) all = all && v == 0x3C;
+    c.record(all, "fill_bytes wrote every byte");
+    gpu::DeviceBuffer empty(0);
+    c.record(empty.data() == nullptr, "a 0-byte buffer holds no memory");
+  });
+
+  // Errors become medtune::Internal naming the call, file and line (check.h).
+  r.add("runtime/errors", true, [](Checks& c, const gpu::Stream&) {
+    std::string msg;
+    try {
+      gpu::set_device(1 << 20);
+    } catch (const Internal& e) {
+      msg = e.what();
+    }
+    gpu::set_device(0);
+    c.record(msg.find("SetDevice") != std::string::npos && msg.find("runtime.cu:") != std::string::npos,
+             "a failing call throws Internal with expression, file and line: '" + msg + "'");
+    std::string alloc;
+    try {
+      gpu::DeviceBuffer huge(size_t{1} << 60);
+    } catch (const Internal& e) {
+      alloc = e.what();
+    }
+    c.record(!alloc.empty(), "an impossible allocation throws Internal: '" + alloc + "'");
+  });
+}
+
+}  // namespace medtune::gpu_test
