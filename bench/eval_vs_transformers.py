@@ -13,13 +13,16 @@ tests/fixtures/tokenizer/smollm2/tokenizer.json, no KV cache reuse:
   text bs1   lm-eval's HF backend way: one forward of context + option per (question, option)
   text bs4   the same 4 sequences of a question in one right-padded batch with an attention mask
 Each measurement is repeated --repeats times (alternating engines); medians are printed, with
-one JSON line holding every number. The transformers predictions are checked against medtune's.
+one JSON line holding every number. Next to q/s (wall time) each engine's CPU seconds per
+question (user + sys, all threads): on a shared, loaded machine the wall time mostly measures
+the load, the CPU time much less so (though OpenMP threads spinning at barriers count as CPU). The transformers predictions are checked against medtune's.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -34,11 +37,14 @@ import eval_reference as er  # noqa: E402  (prompt rendering and _encode_pair, s
 def run_medtune(a, scoring, out):
     cmd = [a.medtune, "-t", str(a.threads), "eval", a.model, "--data", a.data, "--limit", str(a.limit),
            "--scoring", scoring, "--out", out, "-q"]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     preds = [json.loads(l) for l in open(os.path.join(out, "predictions.jsonl")) if l.strip()]
-    return len(preds) / wall, preds
+    return len(preds) / wall, cpu / len(preds), preds
 
 
 def main() -> int:
@@ -74,15 +80,17 @@ def main() -> int:
 
     def hf_letter():
         preds = []
+        c0 = time.process_time()
         t0 = time.perf_counter()
         with torch.no_grad():
             for ctx, letters, _, _ in enc:
                 last = torch.log_softmax(model(torch.tensor([ctx]), use_cache=False).logits[0, -1], -1)
                 preds.append(er.argmax([float(last[t]) for t in letters]))
-        return len(enc) / (time.perf_counter() - t0), preds
+        return len(enc) / (time.perf_counter() - t0), (time.process_time() - c0) / len(enc), preds
 
     def hf_text(bs):
         preds = []
+        c0 = time.process_time()
         t0 = time.perf_counter()
         with torch.no_grad():
             for ctx, _, texts, _ in enc:
@@ -98,9 +106,10 @@ def main() -> int:
                         P = len(ctx)
                         ll.append(float(sum(lp[b, P - 1 + j, t] for j, t in enumerate(c))))
                 preds.append(er.argmax(ll))
-        return len(enc) / (time.perf_counter() - t0), preds
+        return len(enc) / (time.perf_counter() - t0), (time.process_time() - c0) / len(enc), preds
 
     runs = {k: [] for k in ("medtune letter", "medtune text", "hf letter", "hf text bs1", "hf text bs4")}
+    cpu = {k: [] for k in runs}  # CPU seconds (user + sys, all threads) per question
     preds = {}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.repeats):
@@ -111,27 +120,34 @@ def main() -> int:
                             ("hf text bs4", lambda: hf_text(4))):
                 if key == "hf text bs4" and a.no_bs4:
                     continue
-                qps, p = fn()
+                qps, cpq, p = fn()
                 runs[key].append(qps)
+                cpu[key].append(cpq)
                 preds[key] = p
-                print(f"  round {r + 1}: {key:15s} {qps:.3f} q/s", file=sys.stderr, flush=True)
+                print(f"  round {r + 1}: {key:15s} {qps:.3f} q/s  {cpq:.2f} CPU s/question", file=sys.stderr,
+                      flush=True)
 
     letter = lambda p: [ord(x["pred"]) - 65 for x in p]  # noqa: E731
     agree_letter = sum(x == y for x, y in zip(letter(preds["medtune letter"]), preds["hf letter"]))
     agree_text = sum(x == y for x, y in zip(letter(preds["medtune text"]), preds["hf text bs1"]))
     med = {k: statistics.median(v) for k, v in runs.items() if v}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items() if v}
     n = len(enc)
     print(f"\nMedQA dev, first {n} questions, lm_eval prompts, {os.path.basename(a.model)}, {a.threads} threads, "
           f"median of {a.repeats} run(s)")
-    print(f"{'scoring':10s} {'medtune q/s':>12s} {'transformers':>22s} {'q/s':>8s} {'medtune / tf':>13s}")
+    print(f"{'scoring':10s} {'medtune q/s':>12s} {'transformers':>22s} {'q/s':>8s} {'medtune / tf':>13s}"
+          f" {'CPU s/q medtune':>16s} {'tf':>6s} {'ratio':>6s}")
     rows = [("letter", "medtune letter", "hf letter", "fp32, 1 fwd/question"),
             ("text", "medtune text", "hf text bs1", "fp32, 1 fwd/option"),
             ("text", "medtune text", "hf text bs4", "fp32, 4 options/batch")]
     for scoring, mk, hk, what in rows:
         if hk in med:
-            print(f"{scoring:10s} {med[mk]:12.3f} {what:>22s} {med[hk]:8.3f} {med[mk] / med[hk]:12.2f}x")
+            print(f"{scoring:10s} {med[mk]:12.3f} {what:>22s} {med[hk]:8.3f} {med[mk] / med[hk]:12.2f}x"
+                  f" {med_cpu[mk]:16.2f} {med_cpu[hk]:6.2f} {med_cpu[hk] / med_cpu[mk]:5.2f}x")
     print(f"predictions agree (medtune vs transformers fp32): letter {agree_letter}/{n}, text {agree_text}/{n}")
     print(json.dumps({"questions": n, "threads": a.threads, "repeats": a.repeats, "runs": runs, "median": med,
+                      "cpu_s_per_question": cpu, "median_cpu_s_per_question": med_cpu,
+                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
                       "agree_letter": agree_letter, "agree_text": agree_text,
                       "torch": torch.__version__, "transformers": transformers.__version__}))
     return 0

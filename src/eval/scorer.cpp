@@ -1,7 +1,11 @@
 #include "eval/scorer.h"
 
+#include <omp.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <exception>
 
 #include "core/error.h"
 
@@ -15,13 +19,19 @@ Scoring parse_scoring(const std::string& name) {
 
 namespace {
 
-// log softmax(row)[id], in double.
-double log_prob(const float* row, int64_t V, int32_t id) {
+// Questions per thread from which score_questions hands whole questions to threads: the tail
+// (at most one question per thread still running) then costs little next to the run.
+constexpr int64_t kQuestionsPerThread = 4;
+
+// The log-softmax normalizer of a logit row, max + log(sum exp(row - max)), in double:
+// log softmax(row)[id] = row[id] - log_normalizer(row). Computed once per row, however many
+// of its entries are scored.
+double log_normalizer(const float* row, int64_t V) {
   double mx = row[0];
   for (int64_t v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
   double sum = 0;
   for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
-  return static_cast<double>(row[id]) - mx - std::log(sum);
+  return mx + std::log(sum);
 }
 
 int argmax(const std::vector<double>& x) {
@@ -63,28 +73,38 @@ std::vector<double> continuation_logliks(model::LlamaModel& model, const model::
   int64_t T = 0;
   for (const auto& c : conts) T = std::max<int64_t>(T, static_cast<int64_t>(c.size()));
   std::vector<double> ll(static_cast<size_t>(B), 0.0);
+  const double last_norm = log_normalizer(last.data(), V);
   for (int64_t b = 0; b < B; ++b) {
     if (conts[static_cast<size_t>(b)].empty()) throw Internal("scorer: empty continuation");
-    ll[static_cast<size_t>(b)] = log_prob(last.data(), V, conts[static_cast<size_t>(b)][0]);
+    ll[static_cast<size_t>(b)] = static_cast<double>(last[static_cast<size_t>(conts[static_cast<size_t>(b)][0])]) - last_norm;
   }
   if (T <= 1) return ll;
-  // Feed tokens [0, T-1) of every continuation; position j's logits score token j + 1.
+  // Feed tokens [0, T-1) of every continuation; position j's logits score token j + 1. Only
+  // those positions go through the lm_head (V x C, the largest matrix of a small model):
+  // padding positions score nothing.
   model::Batch batch;
   batch.B = B;
   batch.T = T - 1;
-  for (const auto& c : conts)
+  std::vector<int64_t> rows;  // flat indices b*(T-1) + j of the positions that score a token
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& c = conts[static_cast<size_t>(b)];
     for (int64_t j = 0; j < T - 1; ++j) {
       const bool real = j + 1 < static_cast<int64_t>(c.size());
       batch.ids.push_back(real ? c[static_cast<size_t>(j)] : 0);
       batch.mask.push_back(real ? 1 : 0);
+      if (real) rows.push_back(b * (T - 1) + j);
     }
+  }
   model::KvCache cache = replicate(prefix, model.config(), B, prefix.length + T);
-  std::vector<float> logits;  // (B, T-1, V)
-  model.forward(batch, cache, logits);
+  std::vector<float> logits;  // (rows.size(), V)
+  model.forward(batch, cache, logits, rows);
+  size_t r = 0;  // rows are in (b, j) order, as they were listed
   for (int64_t b = 0; b < B; ++b) {
     const auto& c = conts[static_cast<size_t>(b)];
-    for (int64_t j = 1; j < static_cast<int64_t>(c.size()); ++j)
-      ll[static_cast<size_t>(b)] += log_prob(logits.data() + (b * (T - 1) + j - 1) * V, V, c[static_cast<size_t>(j)]);
+    for (int64_t j = 1; j < static_cast<int64_t>(c.size()); ++j, ++r) {
+      const float* row = logits.data() + static_cast<int64_t>(r) * V;
+      ll[static_cast<size_t>(b)] += static_cast<double>(row[c[static_cast<size_t>(j)]]) - log_normalizer(row, V);
+    }
   }
   return ll;
 }
@@ -121,12 +141,37 @@ ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& pr
 std::vector<QuestionResult> score_questions(model::LlamaModel& model, const PromptRenderer& prompts,
                                             const std::vector<McqItem>& items, Scoring scoring,
                                             const std::function<void(size_t, size_t)>& progress) {
-  std::vector<QuestionResult> out;
-  out.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    out.push_back(score_question(model, prompts, items[i], scoring).result);
-    if (progress) progress(i + 1, items.size());
+  const auto n = static_cast<int64_t>(items.size());
+  std::vector<QuestionResult> out(items.size());
+  // Questions are independent, so with enough of them each thread scores whole questions:
+  // inside this parallel region every op runs on its calling thread alone (nested OpenMP
+  // regions get one thread, OpenBLAS runs serially), so a forward crosses no barrier and no
+  // thread waits on another. Splitting each small op over the threads instead spent most of
+  // the CPU time spinning at barriers (SmolLM2: 9 heads, 3 panels of k_proj for 2 threads).
+  // Few questions per thread: one at a time, each op over all threads (an uneven tail would
+  // leave threads idle). Each question's numbers do not depend on which way it ran.
+  const int threads = omp_get_max_threads();
+  const bool per_question = threads > 1 && n >= kQuestionsPerThread * threads;
+  std::vector<std::exception_ptr> errors(items.size());
+  std::atomic<bool> failed{false};
+  size_t done = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (per_question)
+  for (int64_t i = 0; i < n; ++i) {
+    if (failed.load()) continue;  // stop early: the first error (in item order) is thrown below
+    try {
+      out[static_cast<size_t>(i)] = score_question(model, prompts, items[static_cast<size_t>(i)], scoring).result;
+    } catch (...) {
+      errors[static_cast<size_t>(i)] = std::current_exception();
+      failed = true;
+    }
+#pragma omp critical(medtune_eval_progress)
+    {
+      ++done;
+      if (progress) progress(done, items.size());
+    }
   }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
   return out;
 }
 
@@ -134,7 +179,7 @@ double accuracy(model::LlamaModel& model, const PromptRenderer& prompts, const s
                 Scoring scoring) {
   if (items.empty()) return 0.0;
   int64_t correct = 0;
-  for (const auto& item : items) correct += score_question(model, prompts, item, scoring).result.pred == item.answer;
+  for (const auto& r : score_questions(model, prompts, items, scoring)) correct += r.pred == r.gold;
   return static_cast<double>(correct) / static_cast<double>(items.size());
 }
 

@@ -28,7 +28,10 @@ struct ScoredQuestion {
 ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& prompts,
                               const McqItem& item, Scoring scoring);
 
-// Scores every item in order; `progress(done, total)` after each (may be empty).
+// Scores every item; results in item order. With at least 4 questions per OpenMP thread the
+// threads score different questions at once (each question's numbers are the same either way);
+// `progress(done, total)` (may be empty) is called after each, one call at a time. The first
+// error in item order is rethrown once the questions in flight are done.
 std::vector<QuestionResult> score_questions(
     model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
     Scoring scoring, const std::function<void(size_t, size_t)>& progress = {});

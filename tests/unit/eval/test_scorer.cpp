@@ -1,0 +1,130 @@
+// The scorer against plain full forward passes of the real model (SmolLM2-135M GGUF): its shared
+// prefix cache, batched option continuations and lm_head restricted to the scored rows give the
+// log-likelihoods of context + continuation computed in one piece; and scoring questions in
+// parallel (one question per thread) gives the numbers of scoring them one at a time.
+// Runs when MEDTUNE_SMOLLM2_GGUF names the file (scripts/test.sh sets it).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "eval/prompt.h"
+#include "eval/scorer.h"
+#include "io/checkpoint.h"
+#include "model/llama.h"
+#include "tokenizer/tokenizer.h"
+
+namespace medtune::eval {
+namespace {
+
+std::string model_path() {
+  const char* p = std::getenv("MEDTUNE_SMOLLM2_GGUF");
+  return p != nullptr && std::filesystem::exists(p) ? p : "";
+}
+
+// Fictional questions (the project ships no MedQA text); options of different token lengths
+// so that the batched continuations are padded.
+std::vector<McqItem> items(size_t n) {
+  const std::vector<std::string> drugs = {"Braexgercillin", "Vyxdraethvastin", "Novicillin",
+                                          "Trothdaethcillin plus supportive care", "Zel", "Quorastatin"};
+  std::vector<McqItem> out;
+  for (size_t i = 0; i < n; ++i) {
+    McqItem q;
+    q.id = "q" + std::to_string(i);
+    q.question = "A " + std::to_string(30 + i) + "-year-old presents with Briosbrul palsy of grade " +
+                 std::to_string(i % 3 + 1) + ". Which drug is first-line?";
+    for (size_t o = 0; o < 4; ++o) q.options.push_back(drugs[(i + o) % drugs.size()]);
+    q.answer = static_cast<int>(i % 4);
+    out.push_back(q);
+  }
+  return out;
+}
+
+// log softmax(row)[id] in double.
+double log_prob(const float* row, int64_t V, int32_t id) {
+  double mx = row[0];
+  for (int64_t v = 1; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+  double sum = 0;
+  for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+  return static_cast<double>(row[id]) - mx - std::log(sum);
+}
+
+// Both sides are fp32 forwards of different batch shapes (BLAS blocking differs), so they agree
+// to fp32 rounding: ~1e-5 on log-likelihoods of magnitude ~10. A position off by one, a padding
+// row scored or a row of the wrong option is off by far more (> 0.1 on these questions).
+constexpr double kTol = 1e-4;
+
+TEST(ScorerSlow, OptionLogliksEqualFullForwardOfContextPlusContinuation) {
+  const std::string path = model_path();
+  if (path.empty()) GTEST_SKIP() << "MEDTUNE_SMOLLM2_GGUF is not set (scripts/fetch_model.sh fetches the model)";
+  const auto tok = tokenizer::Tokenizer::from_tokenizer_json(MEDTUNE_SOURCE_DIR
+                                                             "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
+  const PromptRenderer prompts(PromptOptions{}, *tok, std::nullopt);
+  model::LlamaModel m(io::open_checkpoint(path));
+  const int64_t V = m.config().vocab_size;
+  // One thread: this test is about the numbers; threads cost barriers on a loaded machine.
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (const McqItem& q : items(2)) {
+    const TokenizedQuestion tq = prompts.tokenize(q, true);
+    const auto P = static_cast<int64_t>(tq.context.size());
+    const ScoredQuestion letter = score_question(m, prompts, q, Scoring::letter);
+    const ScoredQuestion text = score_question(m, prompts, q, Scoring::text);
+    const auto ctx_logits = m.logits(model::Batch{1, P, tq.context, {}});  // (P, V)
+    bool padded = false;
+    for (size_t o = 0; o < q.options.size(); ++o) {
+      SCOPED_TRACE(q.id + " option " + std::to_string(o));
+      EXPECT_NEAR(letter.result.option_logprobs[o],
+                  log_prob(ctx_logits.data() + (P - 1) * V, V, tq.letter_tokens[o][0]), kTol);
+      std::vector<int32_t> ids = tq.context;
+      const auto& cont = tq.text_tokens[o];
+      ids.insert(ids.end(), cont.begin(), cont.end());
+      const auto T = static_cast<int64_t>(ids.size());
+      const auto logits = m.logits(model::Batch{1, T, ids, {}});  // (T, V)
+      double want = 0;
+      for (size_t j = 0; j < cont.size(); ++j)
+        want += log_prob(logits.data() + (P - 1 + static_cast<int64_t>(j)) * V, V, cont[j]);
+      EXPECT_NEAR(text.result.option_logprobs[o], want, kTol);
+      padded |= cont.size() != tq.text_tokens[0].size();
+    }
+    EXPECT_TRUE(padded) << "the options should differ in token length, so that padding is exercised";
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST(ScorerSlow, QuestionsInParallelGiveTheNumbersOfOneAtATime) {
+  const std::string path = model_path();
+  if (path.empty()) GTEST_SKIP() << "MEDTUNE_SMOLLM2_GGUF is not set (scripts/fetch_model.sh fetches the model)";
+  const auto tok = tokenizer::Tokenizer::from_tokenizer_json(MEDTUNE_SOURCE_DIR
+                                                             "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
+  const PromptRenderer prompts(PromptOptions{}, *tok, std::nullopt);
+  model::LlamaModel m(io::open_checkpoint(path));
+  const auto qs = items(8);  // 4 per thread at 2 threads: the per-question path
+  const int saved = omp_get_max_threads();
+  for (const Scoring s : {Scoring::letter, Scoring::text}) {
+    omp_set_num_threads(1);
+    const auto one = score_questions(m, prompts, qs, s);
+    omp_set_num_threads(2);
+    std::vector<size_t> seen;
+    const auto par = score_questions(m, prompts, qs, s, [&](size_t done, size_t total) {
+      EXPECT_EQ(total, qs.size());
+      seen.push_back(done);
+    });
+    ASSERT_EQ(par.size(), qs.size());
+    for (size_t i = 0; i < qs.size(); ++i) {
+      SCOPED_TRACE("question " + std::to_string(i));
+      EXPECT_EQ(seen[i], i + 1);  // progress counts up, one call at a time
+      EXPECT_EQ(par[i].id, qs[i].id);  // results in item order
+      // Every op of a question runs on one thread either way: the same sums, bit for bit.
+      EXPECT_EQ(par[i].option_logprobs, one[i].option_logprobs);
+      EXPECT_EQ(par[i].pred, one[i].pred);
+      EXPECT_EQ(par[i].pred_norm, one[i].pred_norm);
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace medtune::eval
