@@ -73,6 +73,13 @@ inline void attention_backward(float* dq, float* dk, float* dv, const float* dou
 void cross_entropy_backward(float* dlogits, const float* logits, const int64_t* targets, int64_t N,
                             int64_t V, float scale);
 
+// Training's loss head: cross_entropy_backward, returning also what cross_entropy_sum would (one
+// pass over the logits instead of two). Each row's loss is max + log(Σ exp) − logit[target] from
+// the gradient's own fp32 exps, summed in double: within ~1e-6 per row of cross_entropy_sum's
+// all-double value (fp32 rounding of logit − max). Rows in parallel, losses added in row order.
+LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const int64_t* targets,
+                                    int64_t N, int64_t V, float scale);
+
 namespace ref {
 // Plain loops with double accumulation; T = float or double (explicitly instantiated).
 template <typename T>

@@ -23,8 +23,9 @@ struct StoredMatrix {
 //  - F32 weights: one multi-threaded SGEMM on the mapped weights (no copy);
 //  - other dtypes, N small (decode): fused dequantize-and-dot per row (ops dot_row), threaded
 //    over rows, so each weight byte is read once per token and never expanded in memory;
-//  - other dtypes, N large (prompts, training): each thread dequantizes a panel of rows into a
-//    small fp32 scratch and multiplies it with SGEMM.
+//  - other dtypes, N large (prompts, training): W is dequantized a chunk of rows at a time (up to
+//    4 MiB of fp32, by all threads) into a per-thread scratch kept between calls, and each chunk
+//    is multiplied with one threaded SGEMM.
 void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
 
 // dX (N, cols) (+)= dY (N, rows) . W: the backward of linear_forward to its input (W frozen).

@@ -1,12 +1,15 @@
 // Causal grouped-query attention on the CPU.
-// Fast path: per (batch row, head) and per segment (the whole row, or one example of a packed
-// row), scores = Q K^T with BLAS into an (m, n) scratch, masked softmax, out = P V with BLAS.
+// Fast path: per (batch row, head), per segment (the whole row, or one example of a packed
+// row) and per tile of kQueryTile queries, scores = Q K^T with BLAS into a (tile, n) scratch
+// over the keys up to the tile's last query only (causal: about half the T x T products are
+// skipped), masked softmax, out = P V with BLAS.
 // The scratch is per thread, (T, S) or a packed row's longest example squared; on the CPU it is small next to the KV cache
 // (T = S = 2048 is 16 MiB), so no flash-style tiling is needed here. A packed row's examples are
 // separate blocks, so the scores between examples (all masked) are never computed.
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -66,9 +69,10 @@ void attention_forward(float* out, const float* q, const float* k, const float* 
   const int64_t q_stride = s.NH * s.HD, kv_stride = s.NKV * s.HD;
   const int64_t tasks = s.B * s.NH;
   const int64_t M = detail::longest_segment(seg_start, s.B, s.T);  // T without packing
+  const int64_t tile = std::min(M, detail::kQueryTile);
 #pragma omp parallel
   {
-    std::vector<float> scores(static_cast<size_t>(M * (s.past + M)));  // (m, n) of the largest block
+    std::vector<float> scores(static_cast<size_t>(tile * (s.past + M)));  // (tile, n) of the largest block
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / s.NH, h = task % s.NH, g = h / group;
@@ -77,41 +81,28 @@ void attention_forward(float* out, const float* q, const float* k, const float* 
       for (int64_t r0 = 0; r0 < s.T;) {
         const int64_t r1 = detail::segment_end(seg_start, b, s.T, r0);
         const int64_t k0 = seg_start == nullptr ? 0 : r0;
-        const int64_t m = r1 - r0, n = s.past + r1 - k0;
-        const float* qb = q + (b * s.T + r0) * q_stride + h * s.HD;
         const float* kb = k + (b * s.Smax + k0) * kv_stride + g * s.HD;
         const float* vb = v + (b * s.Smax + k0) * kv_stride + g * s.HD;
-        float* ob = out + (b * s.T + r0) * q_stride + h * s.HD;
-        // scores (m, n) = scale * Q (m, HD) . K^T (HD, n)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-                    static_cast<int>(s.HD), scale, qb, static_cast<int>(q_stride), kb,
-                    static_cast<int>(kv_stride), 0.0f, scores.data(), static_cast<int>(n));
-        for (int64_t i = 0; i < m; ++i) {
-          float* row = scores.data() + i * n;
-          const int64_t p = s.past + r0 + i;
-          float mx = -std::numeric_limits<float>::infinity();
-          for (int64_t c = 0; c < n; ++c) {
-            if (visible(key_valid, b, s.Smax, k0 + c, k0, p)) {
-              mx = std::fmax(mx, row[c]);
-            } else {
-              row[c] = -std::numeric_limits<float>::infinity();
-            }
+        // Query tiles [i0, i1) of the block see keys [k0, past + i1) only (causal): the scores
+        // right of the diagonal are never computed.
+        for (int64_t i0 = r0; i0 < r1; i0 += tile) {
+          const int64_t i1 = std::min(r1, i0 + tile), m = i1 - i0, n = s.past + i1 - k0;
+          const float* qb = q + (b * s.T + i0) * q_stride + h * s.HD;
+          float* ob = out + (b * s.T + i0) * q_stride + h * s.HD;
+          // scores (m, n) = scale * Q (m, HD) . K^T (HD, n)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                      static_cast<int>(s.HD), scale, qb, static_cast<int>(q_stride), kb,
+                      static_cast<int>(kv_stride), 0.0f, scores.data(), static_cast<int>(n));
+          for (int64_t i = 0; i < m; ++i) {
+            const int64_t p = s.past + i0 + i;  // absolute query position; keys k0 + c <= p
+            detail::softmax_visible_row(scores.data() + i * n, n, p - k0 + 1, key_valid, b, s.Smax, k0, p);
           }
-          float sum = 0;
-          if (mx != -std::numeric_limits<float>::infinity()) {
-            for (int64_t c = 0; c < n; ++c) {
-              row[c] = std::exp(row[c] - mx);  // exp(-inf) = 0 for hidden keys
-              sum += row[c];
-            }
-          }
-          const float inv = sum > 0 ? 1.0f / sum : 0.0f;
-          for (int64_t c = 0; c < n; ++c) row[c] = sum > 0 ? row[c] * inv : 0.0f;
+          // out (m, HD) = P (m, n) . V (n, HD)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
+                      static_cast<int>(s.HD), static_cast<int>(n), 1.0f, scores.data(),
+                      static_cast<int>(n), vb, static_cast<int>(kv_stride), 0.0f, ob,
+                      static_cast<int>(q_stride));
         }
-        // out (m, HD) = P (m, n) . V (n, HD)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-                    static_cast<int>(s.HD), static_cast<int>(n), 1.0f, scores.data(),
-                    static_cast<int>(n), vb, static_cast<int>(kv_stride), 0.0f, ob,
-                    static_cast<int>(q_stride));
         r0 = r1;
       }
     }

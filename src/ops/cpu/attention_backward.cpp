@@ -11,6 +11,8 @@
 // (the code folds scale into dS). Masked entries have P = 0, hence dS = 0: padded keys receive
 // nothing, and a query with no visible key (P row all zero, output zero) has dQ = 0.
 // GQA: kv head g is read by query heads [g·group, (g+1)·group), so dK_g, dV_g sum over them.
+// Causal tiling: queries go by tiles of kQueryTile; a tile's P, dP, dS span only the keys up to
+// its last query, and dK, dV sum the tiles' contributions in tile order (deterministic).
 // Packed rows (seg_start): the mask is block-diagonal, so each example's block [r0, r1) is the
 // same computation on its own queries and keys; its keys get gradient from its queries only.
 #include <cblas.h>
@@ -137,10 +139,11 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   }
   const int64_t tasks = s.B * s.NH;
   const int64_t M = detail::longest_segment(seg_start, s.B, T);  // T without packing
+  const int64_t tile = std::min(M, detail::kQueryTile);
 #pragma omp parallel
   {
-    std::vector<float> P(static_cast<size_t>(M * M));   // (m, m) probabilities, then dS
-    std::vector<float> dP(static_cast<size_t>(M * M));  // (m, m)
+    std::vector<float> P(static_cast<size_t>(tile * M));   // (tile, n) probabilities, then dS
+    std::vector<float> dP(static_cast<size_t>(tile * M));  // (tile, n)
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / s.NH, h = task % s.NH, g = h / group;
@@ -148,61 +151,55 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
       // The blocks tile the row, so every key row of dk, dv is written by exactly one block.
       for (int64_t r0 = 0; r0 < T;) {
         const int64_t r1 = detail::segment_end(seg_start, b, T, r0), m = r1 - r0;
-        const int mi = static_cast<int>(m);
         const float* kb = k + (b * s.Smax + r0) * kv_stride + g * HD;  // (m, HD), row stride kv_stride
         const float* vb = v + (b * s.Smax + r0) * kv_stride + g * HD;
-        const float* qb = q + (b * T + r0) * q_stride + h * HD;  // (m, HD), row stride q_stride
-        const float* dob = dout + (b * T + r0) * q_stride + h * HD;
-        float* dqb = dq + (b * T + r0) * q_stride + h * HD;
         // This head's dK, dV (m, HD): straight into dk, dv (MHA) or into its scratch slice.
         float* dkh = direct ? dk + (b * s.Smax + r0) * kv_stride + g * HD : dk_heads.data() + (b * T + r0) * q_stride + h * HD;
         float* dvh = direct ? dv + (b * s.Smax + r0) * kv_stride + g * HD : dv_heads.data() + (b * T + r0) * q_stride + h * HD;
-        const int ldh = direct ? kvs : qs;
-        // P (m, m) = softmax(scale · Q · Kᵀ), recomputed exactly as the forward's fast path.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mi, mi, HDi, scale, qb, qs, kb, kvs,
-                    0.0f, P.data(), mi);
-        for (int64_t i = 0; i < m; ++i) {
-          float* row = P.data() + i * m;
-          float mx = -std::numeric_limits<float>::infinity();
-          for (int64_t c = 0; c < m; ++c) {
-            if (visible(key_valid, b, s.Smax, r0 + c, r0, r0 + i)) {
-              mx = std::fmax(mx, row[c]);
-            } else {
-              row[c] = -std::numeric_limits<float>::infinity();
-            }
-          }
-          float sum = 0;
-          if (mx != -std::numeric_limits<float>::infinity()) {
-            for (int64_t c = 0; c < m; ++c) {
-              row[c] = std::exp(row[c] - mx);  // exp(-inf) = 0 for hidden keys
-              sum += row[c];
-            }
-          }
-          const float inv = sum > 0 ? 1.0f / sum : 0.0f;
-          for (int64_t c = 0; c < m; ++c) row[c] = sum > 0 ? row[c] * inv : 0.0f;
+        const int64_t ldh = direct ? kv_stride : q_stride;
+        const int ldhi = static_cast<int>(ldh);
+        // dK, dV accumulate over the query tiles (in tile order): start from zero.
+        for (int64_t j = 0; j < m; ++j) {
+          std::fill(dkh + j * ldh, dkh + j * ldh + HD, 0.0f);
+          std::fill(dvh + j * ldh, dvh + j * ldh + HD, 0.0f);
         }
-        // dV_h (m, HD) = Pᵀ (m, m) · dO (m, HD)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mi, HDi, mi, 1.0f, P.data(), mi, dob, qs,
-                    0.0f, dvh, ldh);
-        // dP (m, m) = dO (m, HD) · Vᵀ (HD, m)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mi, mi, HDi, 1.0f, dob, qs, vb, kvs,
-                    0.0f, dP.data(), mi);
-        // dS = P ⊙ (dP − D)·scale, in place over P. D is summed in double (m adds per row, free
-        // next to the GEMMs) because dP − D cancels where P concentrates on few keys.
-        for (int64_t i = 0; i < m; ++i) {
-          float* pr = P.data() + i * m;
-          const float* dpr = dP.data() + i * m;
-          double D = 0;
-          for (int64_t c = 0; c <= i; ++c) D += static_cast<double>(pr[c]) * static_cast<double>(dpr[c]);
-          const float Df = static_cast<float>(D);
-          for (int64_t c = 0; c < m; ++c) pr[c] = pr[c] * (dpr[c] - Df) * scale;
+        // Query tile [i0, i1) (relative to r0) sees keys [0, i1) of the block (causal).
+        for (int64_t i0 = 0; i0 < m; i0 += tile) {
+          const int64_t i1 = std::min(m, i0 + tile), mt = i1 - i0, n = i1;
+          const int mti = static_cast<int>(mt), ni = static_cast<int>(n);
+          const float* qb = q + (b * T + r0 + i0) * q_stride + h * HD;  // (mt, HD), row stride q_stride
+          const float* dob = dout + (b * T + r0 + i0) * q_stride + h * HD;
+          float* dqb = dq + (b * T + r0 + i0) * q_stride + h * HD;
+          // P (mt, n) = softmax(scale · Q · Kᵀ), recomputed exactly as the forward's fast path.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mti, ni, HDi, scale, qb, qs, kb, kvs,
+                      0.0f, P.data(), ni);
+          for (int64_t i = 0; i < mt; ++i)
+            detail::softmax_visible_row(P.data() + i * n, n, i0 + i + 1, key_valid, b, s.Smax, r0, r0 + i0 + i);
+          // dV_h[0:n] (n, HD) += Pᵀ (n, mt) · dO (mt, HD)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ni, HDi, mti, 1.0f, P.data(), ni, dob, qs,
+                      1.0f, dvh, ldhi);
+          // dP (mt, n) = dO (mt, HD) · Vᵀ (HD, n)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mti, ni, HDi, 1.0f, dob, qs, vb, kvs,
+                      0.0f, dP.data(), ni);
+          // dS = P ⊙ (dP − D)·scale, in place over P; zero right of the diagonal, where P is.
+          // D is summed in double (n adds per row, free next to the GEMMs) because dP − D
+          // cancels where P concentrates on few keys.
+          for (int64_t i = 0; i < mt; ++i) {
+            float* pr = P.data() + i * n;
+            const float* dpr = dP.data() + i * n;
+            const int64_t lim = i0 + i + 1;  // keys 0 .. i0 + i are causal-visible
+            double D = 0;
+            for (int64_t c = 0; c < lim; ++c) D += static_cast<double>(pr[c]) * static_cast<double>(dpr[c]);
+            const float Df = static_cast<float>(D);
+            for (int64_t c = 0; c < lim; ++c) pr[c] = pr[c] * (dpr[c] - Df) * scale;
+          }
+          // dQ_h (mt, HD) = dS (mt, n) · K (n, HD)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mti, HDi, ni, 1.0f, P.data(), ni, kb,
+                      kvs, 0.0f, dqb, qs);
+          // dK_h[0:n] (n, HD) += dSᵀ (n, mt) · Q (mt, HD)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ni, HDi, mti, 1.0f, P.data(), ni, qb, qs,
+                      1.0f, dkh, ldhi);
         }
-        // dQ_h (m, HD) = dS (m, m) · K (m, HD)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mi, HDi, mi, 1.0f, P.data(), mi, kb,
-                    kvs, 0.0f, dqb, qs);
-        // dK_h (m, HD) = dSᵀ (m, m) · Q (m, HD)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mi, HDi, mi, 1.0f, P.data(), mi, qb, qs,
-                    0.0f, dkh, ldh);
         r0 = r1;
       }
     }

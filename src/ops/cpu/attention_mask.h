@@ -4,10 +4,13 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
+#include "ops/cpu/vec_exp.h"
 #include "ops/ops.h"
 
 namespace medtune::ops::detail {
@@ -17,6 +20,32 @@ namespace medtune::ops::detail {
 inline bool visible(const uint8_t* key_valid, int64_t b, int64_t Smax, int64_t j, int64_t lo,
                     int64_t p) {
   return j >= lo && j <= p && (key_valid == nullptr || key_valid[b * Smax + j] != 0);
+}
+
+// Queries per tile of the fast paths: a tile's scores span only the keys up to its last query,
+// so the causal upper triangle is skipped except inside the diagonal tiles. 64 rows keep the
+// tile's GEMMs efficient.
+constexpr int64_t kQueryTile = 64;
+
+// One row of scores (n of them, keys k0 .. k0 + n - 1) -> softmax probabilities in place, over
+// the keys the query at absolute position p may see: the first `lim` (<= n) minus padding.
+// Keys from lim on are set to 0 without an exp. A row with no visible key becomes all zeros.
+inline void softmax_visible_row(float* row, int64_t n, int64_t lim, const uint8_t* key_valid,
+                                int64_t b, int64_t Smax, int64_t k0, int64_t p) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float mx = kNegInf;
+  for (int64_t c = 0; c < lim; ++c) {
+    if (visible(key_valid, b, Smax, k0 + c, k0, p)) {
+      mx = row[c] > mx ? row[c] : mx;  // as fmax for these finite scores, without the libm call
+    } else {
+      row[c] = kNegInf;
+    }
+  }
+  // exp(-inf) = 0 for hidden keys
+  const float sum = mx != kNegInf ? exp_shifted_sum(row, lim, mx) : 0.0f;
+  const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+  for (int64_t c = 0; c < lim; ++c) row[c] = sum > 0 ? row[c] * inv : 0.0f;
+  std::fill(row + lim, row + n, 0.0f);
 }
 
 // The first key position query t of row b may see.

@@ -1,7 +1,9 @@
 // Elementwise backward ops: rotary embedding and SwiGLU.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/backward.h"
+#include "ops/cpu/vec_exp.h"
 
 namespace medtune::ops {
 
@@ -68,13 +70,21 @@ void rope_backward(float* dx, const float* cos, const float* sin, int64_t N, int
 
 void swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up,
                      int64_t n) {
+  // Blocks of kExpBlock: exp(-g) for a block with the vector exp, then the rest elementwise.
+  const int64_t blocks = (n + detail::kExpBlock - 1) / detail::kExpBlock;
 #pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    // Read everything first: the outputs may alias the inputs.
-    const float g = gate[i], u = up[i], d = dh[i];
-    const float sig = 1.0f / (1.0f + std::exp(-g));
-    dgate[i] = d * u * (sig * (1.0f + g * (1.0f - sig)));
-    dup[i] = d * (g * sig);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t i0 = blk * detail::kExpBlock, m = std::min(detail::kExpBlock, n - i0);
+    float e[detail::kExpBlock] = {};  // exp(-gate) of the block, before any output is written
+    detail::exp_neg(e, gate + i0, m);
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t i = i0 + j;
+      // Read everything first: the outputs may alias the inputs.
+      const float g = gate[i], u = up[i], d = dh[i];
+      const float sig = 1.0f / (1.0f + e[j]);
+      dgate[i] = d * u * (sig * (1.0f + g * (1.0f - sig)));
+      dup[i] = d * (g * sig);
+    }
   }
 }
 

@@ -11,11 +11,15 @@
 namespace medtune::ops {
 
 namespace {
-// Tokens at or below which the fused dequantize-and-dot path wins over panel + SGEMM:
-// with so few rows of x, SGEMM cannot amortize writing the fp32 panel.
+// Tokens at or below which the fused dequantize-and-dot path wins over dequantize + SGEMM:
+// with so few rows of x, SGEMM cannot amortize writing the fp32 weights.
 constexpr int64_t kGemvMaxTokens = 4;
-// Weight rows per dequantized panel: 64 rows x 4096 cols x 4 B = 1 MiB of scratch per thread.
-constexpr int64_t kPanelRows = 64;
+// Weight elements dequantized at a time (4 MiB of fp32): a whole projection of a small model
+// (SmolLM2's largest, 1536 x 576, is 0.9M) in one piece; the vocabulary-sized lm_head in ~27.
+// Each chunk is expanded once by all threads and then used by one SGEMM that OpenBLAS threads
+// itself, so x is packed once per chunk instead of once per 64-row panel, and the backward's
+// products have a long inner dimension (a chunk's rows) instead of 64.
+constexpr int64_t kChunkElems = int64_t{1} << 20;
 
 // Row r of W in fp32. NF4 (bitsandbytes' 4-bit base, core/nf4.h) has its own kernels; every
 // other stored type goes through core/quant.h.
@@ -26,6 +30,25 @@ inline void dequant_row(const StoredMatrix& w, int64_t r, float* out) {
 inline float dot_stored_row(const StoredMatrix& w, int64_t r, const float* x) {
   return w.dtype == DType::NF4 ? nf4::dot_blocks(w.row(r), x, w.cols)
                                : dot_row(w.dtype, w.row(r), x, w.cols);
+}
+
+// Rows per dequantized chunk (at least one).
+int64_t chunk_rows(const StoredMatrix& w) { return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, w.cols)); }
+
+// The calling thread's fp32 scratch for one chunk, (chunk_rows, cols), kept between calls so
+// that the hot loop neither allocates nor page-faults. thread_local: callers may run
+// linear_forward from several threads at once (each then gets its own).
+float* chunk_scratch(const StoredMatrix& w) {
+  thread_local std::vector<float> scratch;
+  const auto need = static_cast<size_t>(std::min(w.rows, chunk_rows(w)) * w.cols);
+  if (scratch.size() < need) scratch.resize(need);
+  return scratch.data();
+}
+
+// Rows [r0, r1) of W into out ((r1 - r0), cols), rows spread over the threads.
+void dequantize_rows_parallel(float* out, const StoredMatrix& w, int64_t r0, int64_t r1) {
+#pragma omp parallel for schedule(static) if ((r1 - r0) * w.cols > 65536)
+  for (int64_t r = r0; r < r1; ++r) dequant_row(w, r, out + (r - r0) * w.cols);
 }
 
 void add_bias(float* y, const float* bias, int64_t N, int64_t rows) {
@@ -54,18 +77,14 @@ void linear_forward(float* y, const float* x, const StoredMatrix& w, const float
     for (int64_t r = 0; r < w.rows; ++r)
       for (int64_t n = 0; n < N; ++n) y[n * w.rows + r] = dot_stored_row(w, r, x + n * w.cols);
   } else {
-    const int64_t panels = (w.rows + kPanelRows - 1) / kPanelRows;
-#pragma omp parallel
-    {
-      std::vector<float> panel(static_cast<size_t>(kPanelRows * w.cols));  // (kPanelRows, cols)
-#pragma omp for schedule(static)
-      for (int64_t p = 0; p < panels; ++p) {
-        const int64_t r0 = p * kPanelRows, r1 = std::min(w.rows, r0 + kPanelRows);
-        dequantize_rows(panel.data(), w, r0, r1);
-        // y[:, r0:r1] (N, r1-r0) = x (N, K) . panel^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, static_cast<int>(r1 - r0), K, 1.0f,
-                    x, K, panel.data(), K, 0.0f, y + r0, R);
-      }
+    float* chunk = chunk_scratch(w);  // (rows of the chunk, cols)
+    const int64_t step = chunk_rows(w);
+    for (int64_t r0 = 0; r0 < w.rows; r0 += step) {
+      const int64_t r1 = std::min(w.rows, r0 + step);
+      dequantize_rows_parallel(chunk, w, r0, r1);
+      // y[:, r0:r1] (N, r1-r0) = x (N, K) . chunk^T
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, static_cast<int>(r1 - r0), K, 1.0f,
+                  x, K, chunk, K, 0.0f, y + r0, R);
     }
   }
   add_bias(y, bias, N, w.rows);
@@ -80,14 +99,16 @@ void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, in
                 reinterpret_cast<const float*>(w.data), K, beta0, dx, K);
     return;
   }
-  // dx = sum over panels of dy[:, panel] . W[panel, :]; panels accumulate, so run them in order
-  // (deterministic) and parallelize inside SGEMM instead.
-  std::vector<float> panel(static_cast<size_t>(kPanelRows * w.cols));
-  for (int64_t r0 = 0; r0 < w.rows; r0 += kPanelRows) {
-    const int64_t r1 = std::min(w.rows, r0 + kPanelRows);
-    dequantize_rows(panel.data(), w, r0, r1);
+  // dx = sum over chunks of dy[:, chunk] . W[chunk, :]; chunks accumulate in order (OpenBLAS
+  // splits each product over rows and columns of dx, never over the inner dimension), so the
+  // result does not depend on the thread count's scheduling.
+  float* chunk = chunk_scratch(w);  // (rows of the chunk, cols)
+  const int64_t step = chunk_rows(w);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += step) {
+    const int64_t r1 = std::min(w.rows, r0 + step);
+    dequantize_rows_parallel(chunk, w, r0, r1);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, static_cast<int>(r1 - r0), 1.0f,
-                dy + r0, R, panel.data(), K, r0 == 0 ? beta0 : 1.0f, dx, K);
+                dy + r0, R, chunk, K, r0 == 0 ? beta0 : 1.0f, dx, K);
   }
 }
 

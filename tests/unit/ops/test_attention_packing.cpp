@@ -214,7 +214,9 @@ TEST_P(PackedAttentionFast, MatchesReferenceForwardAndBackward) {
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedAttentionFast,
                          ::testing::Values(kGqa, PackCase{{{40, 1, 23}, {64}}, 9, 3, 64, {{1, 63}}},  // SmolLM2 heads
                                            PackCase{{{5, 6}}, 6, 6, 12, {}},                      // MHA
-                                           PackCase{{{1, 16, 16}}, 8, 1, 16, {}}));               // MQA
+                                           PackCase{{{1, 16, 16}}, 8, 1, 16, {}},                 // MQA
+                                           // Examples longer than one query tile (64)
+                                           PackCase{{{100, 30, 70}, {200}}, 6, 2, 16, {{0, 90}, {1, 150}}}));
 
 // Each example of a packed row, run as its own row (B = 1, T = its length): the same bits, in the
 // forward and in every gradient, on both paths.

@@ -441,7 +441,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBackwardTest,
                                            AttnCase{2, 64, 9, 3, 64, true},   // SmolLM2 heads
                                            AttnCase{2, 5, 6, 6, 12, true},    // MHA
                                            AttnCase{1, 33, 8, 1, 16, false},  // MQA
-                                           AttnCase{3, 17, 4, 4, 6, true}));
+                                           AttnCase{3, 17, 4, 4, 6, true},
+                                           // Longer than one query tile (64): dK, dV summed over tiles
+                                           AttnCase{2, 150, 6, 2, 16, true},
+                                           AttnCase{1, 129, 3, 3, 8, false}));   // MHA, 1-row last tile
 
 TEST(AttentionBackward, PaddingAndSpareRowsGetExactlyZeroGradient) {
   const AttnCase c{2, 6, 4, 2, 8, true};
@@ -517,6 +520,26 @@ TEST(CrossEntropyBackward, ReferenceMatchesFiniteDifferences) {
   const std::function<double()> L = [&] { return scale * f64::cross_entropy_sum(z, targets, V); };
   EXPECT_GRADIENT(z, dz, L, "dlogits");
   for (int64_t v = 0; v < V; ++v) EXPECT_EQ(dz[sz(V + v)], 0.0);  // ignored row
+}
+
+// The fused loss + gradient of training's loss head: the same gradient bits as
+// cross_entropy_backward, and the loss of cross_entropy_sum within the fp32 rounding of
+// logit - max (~1e-6 per row at |logits| <= 8; see backward.h).
+TEST(CrossEntropyBackward, FusedLossMatchesSumAndGradient) {
+  for (auto [N, V] : {std::pair<int64_t, int64_t>{4, 7}, {8, 49152}, {3, 32000}}) {
+    auto z = random_vector(sz(N * V), 193, -8, 8);
+    std::vector<int64_t> targets(sz(N));
+    for (int64_t n = 0; n < N; ++n) targets[sz(n)] = n == 1 ? -100 : (n * 7919 + 13) % V;
+    const float scale = 1.0f / static_cast<float>(N - 1);
+    const auto expected = ops::cross_entropy_sum(z.data(), targets.data(), N, V);
+    Guarded dz(z.size()), dz_plain(z.size());
+    ops::cross_entropy_backward(dz_plain.data(), z.data(), targets.data(), N, V, scale);
+    auto inplace = z;  // as the loss head calls it: over the logits
+    const auto got = ops::cross_entropy_loss_backward(inplace.data(), inplace.data(), targets.data(), N, V, scale);
+    EXPECT_EQ(got.count, expected.count);
+    EXPECT_NEAR(got.sum, expected.sum, 1e-6 * static_cast<double>(expected.count)) << N << "x" << V;
+    EXPECT_EQ(0, std::memcmp(inplace.data(), dz_plain.data(), inplace.size() * sizeof(float)));
+  }
 }
 
 TEST(CrossEntropyBackward, FastMatchesReference) {

@@ -100,7 +100,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                            AttnCase{2, 7, 0, 4, 2, 8, true},
                                            AttnCase{1, 1, 9, 9, 3, 64, false},   // decode, SmolLM2 heads
                                            AttnCase{2, 5, 4, 6, 6, 12, true},    // MHA, past + padding
-                                           AttnCase{1, 33, 0, 8, 1, 16, false})); // MQA
+                                           AttnCase{1, 33, 0, 8, 1, 16, false},   // MQA
+                                           // Longer than one query tile (64): causal tiles, a ragged last one
+                                           AttnCase{2, 150, 0, 6, 2, 16, true},
+                                           AttnCase{1, 70, 5, 3, 1, 8, false}));  // tiles after a key history
 
 TEST(Attention, FirstTokenAttendsOnlyToItself) {
   // T = 2, one head: token 0's output must be exactly v[0] (softmax over one key).
