@@ -1,7 +1,10 @@
 // LoRA training-step speed on a real model, on the shape the PyTorch + PEFT peer runs
 // (bench/compare_train.py): B x T random token ids, every next token a target (labels = input_ids),
 // LoRA on q,k,v,o,gate,up,down, one forward + backward + AdamW step per iteration.
-// Prints one JSON object with the median step time over the timed steps (after one warm-up).
+// Prints one JSON object with the median step time over the timed steps (after one warm-up) and
+// the median of each phase (forward, loss head, backward, optimizer), in wall-clock seconds and
+// in process CPU seconds (all threads: the measure of work that a loaded machine disturbs least;
+// with OpenMP's spinning waits it counts idle threads too, so compare it at --threads 1).
 //
 //   bench_train_step MODEL [--batch 4] [--seq 256] [--rank 16] [--steps 5] [--threads N]
 //                    [--checkpointing 0|1]
@@ -11,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <random>
 #include <string>
@@ -83,14 +87,32 @@ int main(int argc, char** argv) {
   model::TrainOptions opt;
   opt.loss_scale = 1.0 / static_cast<double>(B * (T - 1));
   opt.gradient_checkpointing = ckpt != 0;
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
+  // Per phase, one entry per timed step: forward, loss head, backward, optimizer; wall and CPU.
+  std::vector<double> t_fwd, t_loss, t_bwd, t_opt, c_fwd, c_loss, c_bwd, c_opt;
   double loss = 0;
   for (int64_t s = 0; s <= steps; ++s) {  // step 0: warm-up, not timed
     const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
+    model::StepTimes phases;
+    opt.times = &phases;
     lora.zero_grad();
     loss = model::forward_backward(m, lora, batch, opt).loss_sum * opt.loss_scale;
+    const auto t1 = std::chrono::steady_clock::now();
+    const std::clock_t c1 = std::clock();
     adamw.step(1e-4);
-    if (s > 0) times.push_back(seconds_since(t0));
+    if (s > 0) {
+      times.push_back(seconds_since(t0));
+      cpu_times.push_back(static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
+      t_fwd.push_back(phases.forward.wall);
+      t_loss.push_back(phases.loss_head.wall);
+      t_bwd.push_back(phases.backward.wall);
+      t_opt.push_back(seconds_since(t1));
+      c_fwd.push_back(phases.forward.cpu);
+      c_loss.push_back(phases.loss_head.cpu);
+      c_bwd.push_back(phases.backward.cpu);
+      c_opt.push_back(static_cast<double>(std::clock() - c1) / CLOCKS_PER_SEC);
+    }
   }
   const double med = median(times);
   rusage ru{};
@@ -103,6 +125,15 @@ int main(int argc, char** argv) {
                       {"checkpointing", ckpt != 0},
                       {"steps_timed", steps},
                       {"median_step_s", med},
+                      {"median_step_cpu_s", median(cpu_times)},
+                      {"median_phase_s", {{"forward", median(t_fwd)},
+                                          {"loss_head", median(t_loss)},
+                                          {"backward", median(t_bwd)},
+                                          {"optimizer", median(t_opt)}}},
+                      {"median_phase_cpu_s", {{"forward", median(c_fwd)},
+                                              {"loss_head", median(c_loss)},
+                                              {"backward", median(c_bwd)},
+                                              {"optimizer", median(c_opt)}}},
                       {"tokens_per_s", static_cast<double>(B * T) / med},
                       {"last_loss", loss},
                       {"peak_rss_mib", static_cast<double>(ru.ru_maxrss) / 1024.0}};

@@ -1,6 +1,8 @@
 #include "model/layer.h"
 
+#include <array>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/backward.h"
@@ -24,26 +26,58 @@ void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) {
 
 const float* bias_or_null(const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); }
 
+// The backward's temporaries (~30 MB per layer at 4 x 256 tokens), kept from one layer to the
+// next so that they are not zero-filled and page-faulted in again 30 times a step: glibc hands
+// buffers this large back to the kernel when freed. One set per calling thread; each slot holds
+// one temporary, grown as needed, garbage on entry (every user writes it before reading it).
+// release_backward_scratch() frees them, so that they do not add to the loss head's peak.
+enum Slot : size_t { kDu, kXd, kDh, kDgate, kDup, kDn, kDnormIn, kDatt, kDq, kDk, kDv, kNumSlots };
+std::array<std::vector<float>, kNumSlots>& backward_scratch() {
+  thread_local std::array<std::vector<float>, kNumSlots> bufs;
+  return bufs;
+}
+float* scratch(Slot slot, int64_t n) {
+  std::vector<float>& b = backward_scratch()[slot];
+  if (b.size() < static_cast<size_t>(n)) {
+    b.clear();  // no copy of the old contents
+    b.resize(static_cast<size_t>(n));
+  }
+  return b.data();
+}
+
+}  // namespace
+
+namespace {
+// v.resize(n) that never copies old contents into a new allocation: a reused buffer (training
+// keeps activations from step to step) is overwritten before it is read anyway.
+void fit(std::vector<float>& v, size_t n) {
+  if (v.capacity() < n) v.clear();
+  v.resize(n);
+}
 }  // namespace
 
 void LayerActs::resize(const ModelConfig& c, int64_t N, const LoraWeights* lora, int64_t layer) {
   const auto n = [&](int64_t k) { return static_cast<size_t>(N * k); };
   const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim;
-  x_in.resize(n(C));
-  n1.resize(n(C));
-  rstd1.resize(n(1));
-  q.resize(n(QD));
-  att.resize(n(QD));
-  x_mid.resize(n(C));
-  n2.resize(n(C));
-  rstd2.resize(n(1));
-  gate.resize(n(F));
-  up.resize(n(F));
-  h.resize(n(F));
+  fit(x_in, n(C));
+  fit(n1, n(C));
+  fit(rstd1, n(1));
+  fit(q, n(QD));
+  fit(att, n(QD));
+  fit(x_mid, n(C));
+  fit(n2, n(C));
+  fit(rstd2, n(1));
+  fit(gate, n(F));
+  fit(up, n(F));
+  fit(h, n(F));
   for (int p = 0; p < kNumProj; ++p) {
     const int64_t r = lora != nullptr ? lora->at(layer, static_cast<Proj>(p)).r : 0;
-    lora_u[static_cast<size_t>(p)].resize(n(r));
+    fit(lora_u[static_cast<size_t>(p)], n(r));
   }
+}
+
+void release_backward_scratch() {
+  for (auto& b : backward_scratch()) std::vector<float>().swap(b);
 }
 
 DropoutSite LayerCall::dropout(Proj p) const {
@@ -127,55 +161,58 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   int64_t rmax = 0;
   if (call.lora != nullptr)
     for (int p = 0; p < kNumProj; ++p) rmax = std::max(rmax, call.lora->at(call.layer, static_cast<Proj>(p)).r);
-  std::vector<float> du(static_cast<size_t>(N * std::max<int64_t>(rmax, 1)));  // (N, r)
-  std::vector<float> xd;
-  if (call.dropout(Proj::q).p > 0) xd.resize(static_cast<size_t>(N * std::max(C, F)));
+  float* du = scratch(kDu, N * std::max<int64_t>(rmax, 1));  // (N, r)
+  // Dropout scratch, (N, max(C, F)), used only when dropout is on.
+  float* xd = call.dropout(Proj::q).p > 0 ? scratch(kXd, N * std::max(C, F)) : nullptr;
   auto u = [&](Proj p) { return a.lora_u[static_cast<size_t>(p)].data(); };
   auto back = [&](float* dxp, const float* dy_base, const float* dy, const float* in,
                   const ops::StoredMatrix& W, Proj p, bool acc) {
     project_backward(dxp, dy_base, dy, in, W, call.lora != nullptr ? &call.lora->at(call.layer, p) : nullptr,
-                     sc, call.dropout(p), u(p), du.data(), xd.data(), N, acc);
+                     sc, call.dropout(p), u(p), du, xd, N, acc);
   };
 
   // --- MLP block. dx holds dL/dx_out = dL/dx_mid (residual) + the MLP branch's share.
-  std::vector<float> dh(static_cast<size_t>(N * F)), dgate(dh.size()), dup(dh.size());  // (N, F)
-  back(dh.data(), dx, dx, a.h.data(), w.down, Proj::down, false);
-  ops::swiglu_backward(dgate.data(), dup.data(), dh.data(), a.gate.data(), a.up.data(), N * F);
-  std::vector<float> dn(static_cast<size_t>(N * C));  // (N, C) gradient of a norm's output
-  back(dn.data(), dgate.data(), dgate.data(), a.n2.data(), w.gate, Proj::gate, false);
-  back(dn.data(), dup.data(), dup.data(), a.n2.data(), w.up, Proj::up, true);
-  std::vector<float> dnorm_in(static_cast<size_t>(N * C));  // (N, C)
-  ops::rmsnorm_backward(dnorm_in.data(), nullptr, dn.data(), a.x_mid.data(), w.post_attn_norm.data(),
+  float* dh = scratch(kDh, N * F);        // (N, F)
+  float* dgate = scratch(kDgate, N * F);  // (N, F)
+  float* dup = scratch(kDup, N * F);      // (N, F)
+  back(dh, dx, dx, a.h.data(), w.down, Proj::down, false);
+  ops::swiglu_backward(dgate, dup, dh, a.gate.data(), a.up.data(), N * F);
+  float* dn = scratch(kDn, N * C);  // (N, C) gradient of a norm's output
+  back(dn, dgate, dgate, a.n2.data(), w.gate, Proj::gate, false);
+  back(dn, dup, dup, a.n2.data(), w.up, Proj::up, true);
+  float* dnorm_in = scratch(kDnormIn, N * C);  // (N, C)
+  ops::rmsnorm_backward(dnorm_in, nullptr, dn, a.x_mid.data(), w.post_attn_norm.data(),
                         a.rstd2.data(), N, C);
-  ops::add_inplace(dx, dnorm_in.data(), N * C);  // dx = dL/dx_mid
+  ops::add_inplace(dx, dnorm_in, N * C);  // dx = dL/dx_mid
 
   // --- attention block
   const int64_t QD = NH * HD, KVD = NKV * HD;
-  std::vector<float> datt(static_cast<size_t>(N * QD));  // (N, NH, HD)
-  back(datt.data(), dx, dx, a.att.data(), w.o, Proj::o, false);
-  std::vector<float> dq(static_cast<size_t>(N * QD)), dk(static_cast<size_t>(N * KVD)), dv(dk.size());
-  ops::attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), a.q.data(), call.k_cache,
-                          call.v_cache, call.key_valid, call.seg_start, s);
-  ops::rope_backward(dq.data(), call.cos, call.sin, N, NH, HD);
-  ops::rope_backward(dk.data(), call.cos, call.sin, N, NKV, HD);
+  float* datt = scratch(kDatt, N * QD);  // (N, NH, HD)
+  back(datt, dx, dx, a.att.data(), w.o, Proj::o, false);
+  float* dq = scratch(kDq, N * QD);   // (N, NH, HD)
+  float* dk = scratch(kDk, N * KVD);  // (N, NKV, HD)
+  float* dv = scratch(kDv, N * KVD);  // (N, NKV, HD)
+  ops::attention_backward(dq, dk, dv, datt, a.q.data(), call.k_cache, call.v_cache, call.key_valid,
+                          call.seg_start, s);
+  ops::rope_backward(dq, call.cos, call.sin, N, NH, HD);
+  ops::rope_backward(dk, call.cos, call.sin, N, NKV, HD);
   // The base projections of q and k produced GGUF-ordered rows when permuted.
   std::vector<float> dq_base, dk_base;
-  const float* dq_w = dq.data();
-  const float* dk_w = dk.data();
+  const float* dq_w = dq;
+  const float* dk_w = dk;
   if (call.qk_rows_permuted) {
-    dq_base = dq;
-    dk_base = dk;
+    dq_base.assign(dq, dq + N * QD);
+    dk_base.assign(dk, dk + N * KVD);
     redo_gguf_qk_permutation(dq_base.data(), N, NH, HD);
     redo_gguf_qk_permutation(dk_base.data(), N, NKV, HD);
     dq_w = dq_base.data();
     dk_w = dk_base.data();
   }
-  back(dn.data(), dq_w, dq.data(), a.n1.data(), w.q, Proj::q, false);
-  back(dn.data(), dk_w, dk.data(), a.n1.data(), w.k, Proj::k, true);
-  back(dn.data(), dv.data(), dv.data(), a.n1.data(), w.v, Proj::v, true);
-  ops::rmsnorm_backward(dnorm_in.data(), nullptr, dn.data(), a.x_in.data(), w.input_norm.data(),
-                        a.rstd1.data(), N, C);
-  ops::add_inplace(dx, dnorm_in.data(), N * C);  // dx = dL/dx_in
+  back(dn, dq_w, dq, a.n1.data(), w.q, Proj::q, false);
+  back(dn, dk_w, dk, a.n1.data(), w.k, Proj::k, true);
+  back(dn, dv, dv, a.n1.data(), w.v, Proj::v, true);
+  ops::rmsnorm_backward(dnorm_in, nullptr, dn, a.x_in.data(), w.input_norm.data(), a.rstd1.data(), N, C);
+  ops::add_inplace(dx, dnorm_in, N * C);  // dx = dL/dx_in
 }
 
 }  // namespace medtune::model

@@ -65,4 +65,8 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& acts);
 // Training only: past == 0 and Smax == T.
 void layer_backward(const LayerCall& call, float* dx, const LayerActs& acts);
 
+// Frees the calling thread's layer_backward temporaries, which layer_backward otherwise keeps
+// from one call to the next (training calls it before the loss head's peak).
+void release_backward_scratch();
+
 }  // namespace medtune::model

@@ -1,6 +1,8 @@
 #include "model/train_step.h"
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <cstring>
 #include <string>
 
@@ -108,9 +110,13 @@ double loss_head(const LlamaModel& model, const float* x, const std::vector<int6
     }
     ops::rmsnorm_forward(h.data(), rstd.data(), xin.data(), w.final_norm.data(), n, C, eps);
     ops::linear_forward(logits.data(), h.data(), w.lm_head, nullptr, n);
-    loss += ops::cross_entropy_sum(logits.data(), tgt.data(), n, V).sum;
-    if (dx == nullptr) continue;
-    ops::cross_entropy_backward(logits.data(), logits.data(), tgt.data(), n, V, static_cast<float>(scale));
+    if (dx == nullptr) {
+      loss += ops::cross_entropy_sum(logits.data(), tgt.data(), n, V).sum;
+      continue;
+    }
+    // Loss and gradient in one pass over the logits (the gradient overwrites them).
+    loss += ops::cross_entropy_loss_backward(logits.data(), logits.data(), tgt.data(), n, V,
+                                             static_cast<float>(scale)).sum;
     dh.resize(h.size());
     ops::linear_backward_input(dh.data(), logits.data(), w.lm_head, n);
     dxin.resize(h.size());
@@ -121,6 +127,56 @@ double loss_head(const LlamaModel& model, const float* x, const std::vector<int6
     }
   }
   return loss;
+}
+
+// Times a sequence of phases: each lap() returns the wall and process CPU seconds since the
+// previous one.
+class PhaseClock {
+ public:
+  PhaseClock() : wall_(std::chrono::steady_clock::now()), cpu_(std::clock()) {}
+  PhaseTime lap() {
+    const auto wall = std::chrono::steady_clock::now();
+    const std::clock_t cpu = std::clock();
+    const PhaseTime t{std::chrono::duration<double>(wall - wall_).count(),
+                      static_cast<double>(cpu - cpu_) / CLOCKS_PER_SEC};
+    wall_ = wall;
+    cpu_ = cpu;
+    return t;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point wall_;
+  std::clock_t cpu_;
+};
+
+void add(PhaseTime& sum, const PhaseTime& t) {
+  sum.wall += t.wall;
+  sum.cpu += t.cpu;
+}
+
+// What forward_backward allocates at the size of the batch, kept from one call to the next (one
+// set per calling thread): every layer's activations (~1 GiB for SmolLM2 at 4 x 256 tokens) and
+// the keys/values. Allocating them afresh made every step zero-fill and page-fault ~1 GiB in
+// the calling thread alone (~7% of a step on one core, more of the wall on two). The memory is
+// the step's peak either way; it stays held between steps, as a training run needs it again.
+struct StepArena {
+  std::vector<LayerActs> saved;
+  KvCache cache;
+};
+
+StepArena& step_arena() {
+  thread_local StepArena arena;
+  return arena;
+}
+
+// The arena's cache for this batch: reused when the shape matches. The training forward
+// overwrites positions [0, T) of every row of every layer before anything reads them.
+KvCache& training_cache(const ModelConfig& c, int64_t B, int64_t T) {
+  KvCache& cache = step_arena().cache;
+  if (cache.L != c.num_hidden_layers || cache.B != B || cache.Smax != T ||
+      cache.NKV != c.num_key_value_heads || cache.HD != c.head_dim)
+    cache = KvCache(c, B, T);
+  return cache;
 }
 
 int64_t acts_bytes(const LayerActs& a) {
@@ -138,8 +194,10 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   const int64_t L = c.num_hidden_layers, C = c.hidden_size;
+  PhaseClock clock;
+  StepTimes times;
   Prepared p = prepare(model, batch);
-  KvCache cache(c, batch.B, batch.T);  // keys/values of every layer: attention backward reads them
+  KvCache& cache = training_cache(c, batch.B, batch.T);  // keys/values of every layer: attention backward reads them
   std::copy(p.valid.begin(), p.valid.end(), cache.valid.begin());
   const ops::AttentionShape shape{batch.B, batch.T, 0, batch.T, c.num_attention_heads,
                                   c.num_key_value_heads, c.head_dim};
@@ -150,7 +208,8 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
   };
 
   // Forward, keeping every layer's activations, or only its input with checkpointing.
-  std::vector<LayerActs> saved(static_cast<size_t>(opt.gradient_checkpointing ? 1 : L));
+  std::vector<LayerActs>& saved = step_arena().saved;
+  saved.resize(static_cast<size_t>(opt.gradient_checkpointing ? 1 : L));
   std::vector<std::vector<float>> inputs(static_cast<size_t>(opt.gradient_checkpointing ? L : 0));
   int64_t act_bytes = 0;
   for (int64_t l = 0; l < L; ++l) {
@@ -161,10 +220,12 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
     act_bytes += opt.gradient_checkpointing ? static_cast<int64_t>(p.x.size()) * 4 : acts_bytes(a);
   }
 
+  times.forward = clock.lap();
   TrainStepResult result;
   result.tokens = static_cast<int64_t>(p.rows.size());
   std::vector<float> dx(static_cast<size_t>(p.N * C), 0.0f);  // (N, C) dL/dx
   result.loss_sum = loss_head(model, p.x.data(), p.rows, batch.targets, opt.loss_scale, dx.data());
+  times.loss_head = clock.lap();
 
   for (int64_t l = L - 1; l >= 0; --l) {
     LayerActs& a = saved[static_cast<size_t>(opt.gradient_checkpointing ? 0 : l)];
@@ -173,6 +234,14 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
       layer_forward(call_for(l), x.data(), a);
     }
     layer_backward(call_for(l), dx.data(), a);
+  }
+  // Allocated once for the 30 layers above; not held until the next step's loss head.
+  release_backward_scratch();
+  times.backward = clock.lap();
+  if (opt.times != nullptr) {
+    add(opt.times->forward, times.forward);
+    add(opt.times->loss_head, times.loss_head);
+    add(opt.times->backward, times.backward);
   }
   result.peak_activation_bytes = act_bytes + (opt.gradient_checkpointing ? acts_bytes(saved[0]) : 0) +
                                  cache.bytes();

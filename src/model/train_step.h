@@ -26,12 +26,25 @@ struct TrainBatch {
   std::vector<int64_t> positions;
 };
 
+// Seconds of a forward_backward call by phase, added to (for benchmarks): wall clock, and the
+// process's CPU time (all threads; on a loaded machine the robust measure of work done).
+struct PhaseTime {
+  double wall = 0;
+  double cpu = 0;
+};
+struct StepTimes {
+  PhaseTime forward;    // embeddings, rope tables and the layers' forward
+  PhaseTime loss_head;  // final norm, lm_head, cross-entropy, and their backward
+  PhaseTime backward;   // the layers' backward (and recomputation with checkpointing)
+};
+
 struct TrainOptions {
   // Gradients are scaled by this: 1 / (target tokens in the whole accumulated batch), so that
   // gradient accumulation gives the mean over all of them (not a mean of per-batch means).
   double loss_scale = 1.0;
   bool gradient_checkpointing = false;  // keep only each layer's input; recompute in backward
   uint64_t dropout_seed = 0;            // LoRA dropout masks for this step
+  StepTimes* times = nullptr;           // non-null: phase timings are added here
 };
 
 struct TrainStepResult {
