@@ -61,7 +61,9 @@ target_link_libraries(medtune_gpu PUBLIC medtune_core)
 if(MEDTUNE_GPU STREQUAL "cuda")
   # The static runtime: the test binary then needs only the driver on the GPU machine.
   set_target_properties(medtune_gpu PROPERTIES CUDA_RUNTIME_LIBRARY Static)
-  target_link_libraries(medtune_gpu PUBLIC CUDA::cudart_static)
+  # cuBLAS for gpu/blas.h, shared (the static one adds ~0.5 GB of objects to every link); it comes
+  # with the toolkit, so the GPU machine's standalone build finds it next to nvcc.
+  target_link_libraries(medtune_gpu PUBLIC CUDA::cudart_static CUDA::cublas)
   # Warnings are errors, as for the C++ targets (cmake/warnings.cmake): nvcc's own, and the host
   # compiler's on the host half of each .cu. No fast math: -prec-div/-prec-sqrt stay on (the
   # default), which the tolerances in tests/gpu/ assume.
@@ -74,6 +76,10 @@ else()
   if(TARGET hip-lang::amdhip64)
     target_link_libraries(medtune_gpu PUBLIC hip-lang::amdhip64)
   endif()
+  # hipBLAS for gpu/blas.h (ROCm's hipblas package; Debian 12 has none: scripts/gpu-compile-check.sh
+  # does the HIP compile by hand against tests/gpu/hip_shim instead, see there).
+  find_package(hipblas REQUIRED)
+  target_link_libraries(medtune_gpu PUBLIC roc::hipblas)
   target_compile_options(medtune_gpu PRIVATE
     -Wall -Wextra -Wshadow -Wdouble-promotion -Wnull-dereference -Werror)
 endif()
@@ -82,4 +88,9 @@ message(STATUS "GPU backend: ${MEDTUNE_GPU} (${MEDTUNE_GPU_LANG}; architectures 
 
 if(NOT MEDTUNE_GPU_STANDALONE)
   add_subdirectory("${MEDTUNE_GPU_ROOT}/tests/gpu" "${CMAKE_BINARY_DIR}/tests/gpu")
+  # `medtune doctor` lists this backend's devices and runs the op tests on each: the op-test
+  # library brings medtune_gpu and MEDTUNE_WITH_GPU=1 (apps/medtune/cmd_doctor.cpp).
+  if(TARGET medtune)
+    target_link_libraries(medtune PRIVATE medtune_gpu_optest)
+  endif()
 endif()

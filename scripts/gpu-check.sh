@@ -10,7 +10,11 @@
 #                   yaml-cpp, GoogleTest...), so the standalone build compiles only medtune_gpu, the
 #                   CPU reference sources and the op tests; nvcc for this GPU's architecture, -j16
 #   3 op tests      every registered case, CPU reference vs GPU kernel (ops.log), then the same
-#                   through CTest's `gpu` label (ctest.log)
+#                   through CTest's `gpu` label (ctest.log). Includes causal GQA attention (up to
+#                   T = 512, NH 32, NKV 8, HD 128) and the cuBLAS GEMMs (Llama-3-8B widths): their
+#                   double-precision host references are the slow part (estimated ~30 s in all on
+#                   16 cores; never measured). The CPU attention sources compile against
+#                   tests/gpu/standalone/cblas.h there (no OpenBLAS on that machine).
 #   4 memcheck      compute-sanitizer on the quick cases, where the tool works (memcheck.log)
 #   5-6 TODO        LoRA training steps on random Llama-2-7B / Llama-3-8B shapes and the HF PEFT
 #                   anchor: not implemented yet; they say so and never print numbers

@@ -13,6 +13,7 @@ void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_doctor_command(CLI::App& app);
 
 // Thrown by an action that has already said what went wrong and only needs main() to exit with
 // `code` (e.g. `medtune verify` finding files that no longer match: 1).

@@ -8,16 +8,17 @@
 //
 // Same dimension legend as ops.h (N rows, C width, H heads, HD head_dim, V vocabulary, n elements).
 //
-// Not here yet (issue #8, later steps): attention (flash-style, forward and backward),
-// cross-entropy fused with the lm_head in vocabulary chunks, the LoRA side path and the GEMMs
-// (cuBLASLt / hipBLASLt), bf16 storage variants of the kernels (fp32 -> bf16 rounding is here),
-// Q4_K/Q6_K dequantization.
+// The GEMMs (cuBLAS / hipBLAS) are in gpu/blas.h.
+// Not here yet (issue #8, later steps): cross-entropy fused with the lm_head in vocabulary
+// chunks, the LoRA side path, bf16 storage variants of the kernels (fp32 -> bf16 rounding is
+// here), Q4_K/Q6_K dequantization, tensor-core attention.
 #pragma once
 
 #include <cstdint>
 
 #include "core/dtype.h"
 #include "gpu/runtime.h"
+#include "ops/ops.h"
 
 namespace medtune::gpu {
 
@@ -83,6 +84,27 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const
 // Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, NF4 (bit-exact with the CPU); Internal otherwise.
 void dequantize(DType t, const void* src, float* dst, int64_t n, const Stream& stream);
 bool dequantize_supported(DType t);
+
+// ---- causal GQA attention (ops::attention_forward / ops::attention_backward), flash-style: no
+// (T, T) score matrix in device memory. Same shapes, masks and semantics as the CPU op (ops.h):
+//   q, out, dq, dout: (B, T, NH, HD)   k, v, dk, dv: (B, Smax, NKV, HD)   key_valid: (B, Smax) or
+//   null   seg_start: (B, T) or null (packed rows; past must be 0)
+// One addition to the CPU signature: the forward also writes each query row's logsumexp of the
+// scaled, masked scores, lse: (B, T, NH) (null = not wanted; −inf for a row with no visible key),
+// and the backward takes it with the forward's output instead of recomputing the softmax
+// statistics (the CPU backward recomputes them). seg_start must tile each row as the CPU requires
+// (ops::detail::check_segments, done by the caller on the host before upload): the kernels mask
+// pair by pair, they do not validate it. HD <= 256 (Internal otherwise).
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const uint8_t* key_valid, const int64_t* seg_start,
+                       const ops::AttentionShape& s, const Stream& stream);
+// Training case past = 0 (Internal otherwise). dq, dk, dv overwritten, cache rows [T, Smax) of
+// dk, dv get zeros; padded keys and rows with no visible key get exactly zero gradient.
+// Deterministic (no atomics): dK, dV sum over the kv group's heads and the queries in order.
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                        const float* lse, const float* q, const float* k, const float* v,
+                        const uint8_t* key_valid, const int64_t* seg_start,
+                        const ops::AttentionShape& s, const Stream& stream);
 
 // ---- fp32 -> bf16 bits, round to nearest even (medtune::f32_to_bf16 in core/half.h, bit-exact for
 // every non-NaN input; a NaN stays a NaN, its payload bits are the vendor's).

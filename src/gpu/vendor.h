@@ -217,3 +217,48 @@ __device__ inline void trap() {
 }
 
 }  // namespace medtune::gpu
+
+// ------------------------------------------------------------------------------------- BLAS
+// Only src/gpu/blas.cu defines MEDTUNE_GPU_WANT_BLAS before including this file: the BLAS headers
+// stay out of every other translation unit. cuBLAS (CUDA toolkit) or hipBLAS (ROCm; header
+// <hipblas/hipblas.h> since ROCm 5.3ish, <hipblas.h> before). Debian 12's ROCm 5.2 packages no
+// hipBLAS: scripts/gpu-compile-check.sh compiles blas.cu there against tests/gpu/hip_shim/, a
+// header declaring the few hipBLAS calls below with hipBLAS's documented signatures (compile
+// only; see that directory's README).
+#if defined(MEDTUNE_GPU_WANT_BLAS)
+#if defined(MEDTUNE_GPU_CUDA)
+#include <cublas_v2.h>
+using gpublasHandle_t = cublasHandle_t;
+using gpublasStatus_t = cublasStatus_t;
+using gpublasOperation_t = cublasOperation_t;
+inline constexpr gpublasStatus_t GPUBLAS_STATUS_SUCCESS = CUBLAS_STATUS_SUCCESS;
+inline constexpr gpublasOperation_t GPUBLAS_OP_N = CUBLAS_OP_N;
+inline constexpr gpublasOperation_t GPUBLAS_OP_T = CUBLAS_OP_T;
+#define gpublasCreate cublasCreate
+#define gpublasDestroy cublasDestroy
+#define gpublasSetStream cublasSetStream
+#define gpublasSgemm cublasSgemm
+// Plain fp32 (no TF32 tensor cores): the op tests bound the error of an fp32 product.
+#define MEDTUNE_GPUBLAS_SET_FP32_MATH(handle) cublasSetMathMode((handle), CUBLAS_DEFAULT_MATH)
+#define MEDTUNE_GPUBLAS_LIBRARY "cuBLAS"
+#else
+#if __has_include(<hipblas/hipblas.h>)
+#include <hipblas/hipblas.h>
+#else
+#include <hipblas.h>
+#endif
+using gpublasHandle_t = hipblasHandle_t;
+using gpublasStatus_t = hipblasStatus_t;
+using gpublasOperation_t = hipblasOperation_t;
+inline constexpr gpublasStatus_t GPUBLAS_STATUS_SUCCESS = HIPBLAS_STATUS_SUCCESS;
+inline constexpr gpublasOperation_t GPUBLAS_OP_N = HIPBLAS_OP_N;
+inline constexpr gpublasOperation_t GPUBLAS_OP_T = HIPBLAS_OP_T;
+#define gpublasCreate hipblasCreate
+#define gpublasDestroy hipblasDestroy
+#define gpublasSetStream hipblasSetStream
+#define gpublasSgemm hipblasSgemm
+// hipBLAS's fp32 GEMM is plain fp32 on CDNA (no reduced-precision mode to turn off).
+#define MEDTUNE_GPUBLAS_SET_FP32_MATH(handle) HIPBLAS_STATUS_SUCCESS
+#define MEDTUNE_GPUBLAS_LIBRARY "hipBLAS"
+#endif
+#endif  // MEDTUNE_GPU_WANT_BLAS

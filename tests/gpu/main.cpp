@@ -1,7 +1,6 @@
 // test_gpu_ops: runs the registered GPU op cases against their CPU references (op_test.h).
 //   test_gpu_ops [--quick] [--filter SUBSTRING] [--list]
 // Exit codes: 0 all passed, 1 a case failed, 77 no GPU visible (CTest's SKIP_RETURN_CODE), 2 usage.
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -29,15 +28,7 @@ int main(int argc, char** argv) {
   }
 
   gpu_test::Registry registry;
-  gpu_test::register_runtime_cases(registry);
-  gpu_test::register_embedding_cases(registry);
-  gpu_test::register_rmsnorm_cases(registry);
-  gpu_test::register_rope_cases(registry);
-  gpu_test::register_swiglu_cases(registry);
-  gpu_test::register_cross_entropy_cases(registry);
-  gpu_test::register_adamw_cases(registry);
-  gpu_test::register_dequantize_cases(registry);
-  gpu_test::register_convert_cases(registry);
+  gpu_test::register_all_cases(registry);
 
   if (list) {
     for (const auto& c : registry.cases()) std::printf("%s%s\n", c.name.c_str(), c.quick ? "" : " (full only)");
@@ -58,27 +49,16 @@ int main(int argc, char** argv) {
   }
 
   int passed = 0, failed = 0, skipped = 0;
+  if (quick)
+    for (const auto& c : registry.cases())
+      if (!c.quick && (filter.empty() || c.name.find(filter) != std::string::npos)) ++skipped;
   gpu::Stream stream;
-  for (const auto& c : registry.cases()) {
-    if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
-    if (quick && !c.quick) {
-      ++skipped;
-      continue;
-    }
-    gpu_test::Checks checks;
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      c.run(checks, stream);
-    } catch (const std::exception& e) {
-      checks.record(false, std::string("exception: ") + e.what());
-    }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const bool ok = checks.passed() && !checks.lines().empty();
-    (ok ? passed : failed) += 1;
-    std::printf("%s %s (%.0f ms)\n", ok ? "[ OK ]" : "[FAIL]", c.name.c_str(), ms);
-    for (const auto& line : checks.lines()) std::printf("%s\n", line.c_str());
+  gpu_test::run_cases(registry, quick, filter, stream, [&](const gpu_test::CaseResult& r) {
+    (r.ok ? passed : failed) += 1;
+    std::printf("%s %s (%.0f ms)\n", r.ok ? "[ OK ]" : "[FAIL]", r.name.c_str(), r.ms);
+    for (const auto& line : r.lines) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
-  }
+  });
   std::printf("\ngpu op tests: %d passed, %d failed", passed, failed);
   if (skipped > 0) std::printf(", %d skipped (--quick)", skipped);
   std::printf("\n");

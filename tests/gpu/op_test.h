@@ -41,7 +41,8 @@ class Registry {
   std::vector<OpCase> cases_;
 };
 
-// One registration function per op file (cases_*.cpp); main.cpp calls them all.
+// One registration function per op file (cases_*.cpp); register_all_cases (run.cpp) calls them
+// all, for test_gpu_ops (main.cpp) and `medtune doctor` (apps/medtune/cmd_doctor.cpp) alike.
 void register_runtime_cases(Registry& r);
 void register_embedding_cases(Registry& r);
 void register_rmsnorm_cases(Registry& r);
@@ -51,6 +52,23 @@ void register_cross_entropy_cases(Registry& r);
 void register_adamw_cases(Registry& r);
 void register_dequantize_cases(Registry& r);
 void register_convert_cases(Registry& r);
+void register_attention_cases(Registry& r);
+void register_gemm_cases(Registry& r);
+void register_all_cases(Registry& r);
+
+// --------------------------------------------------------------------------------- running
+struct CaseResult {
+  std::string name;
+  bool ok = false;  // every check passed, and there was at least one
+  double ms = 0;
+  std::vector<std::string> lines;  // one per check ("  ok    ..." / "  FAIL  ...")
+};
+// Runs the registered cases whose name contains `filter` ("" = all; with `quick`, only the quick
+// ones) on the current device and `stream`, one after another; an exception inside a case is a
+// failed check. on_result (may be empty) sees each result as soon as it is known.
+std::vector<CaseResult> run_cases(const Registry& r, bool quick, const std::string& filter,
+                                  const gpu::Stream& stream,
+                                  const std::function<void(const CaseResult&)>& on_result);
 
 // --------------------------------------------------------------------------- device buffers
 // n elements of T on the device with kGuard guard elements on each side. The guards hold the byte

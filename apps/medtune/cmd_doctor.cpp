@@ -1,0 +1,212 @@
+// medtune doctor [--json] [--full] [--no-op-tests]
+// What this build can compute on, and whether it computes right: the CPU backend (threads, SIMD
+// compiled for and detected, BLAS library), and with a GPU build (-DMEDTUNE_GPU=cuda|hip) the
+// devices the runtime sees, each checked by the GPU op tests against the CPU references
+// (tests/gpu, the same registry as test_gpu_ops; --quick cases unless --full).
+// Exit code: 0 ok (a CPU-only build is ok), 1 an op test failed or a device could not be queried.
+#include <cblas.h>  // OpenBLAS's, which also declares openblas_get_config() and friends
+#include <omp.h>
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.h"
+
+#if defined(MEDTUNE_WITH_GPU)
+#include "gpu/runtime.h"
+#include "op_test.h"  // tests/gpu: the op-test registry (medtune_gpu_optest)
+#endif
+
+namespace medtune::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// SIMD extensions the binary was compiled to use (it needs them) and those this CPU has.
+json simd_levels() {
+  json compiled = json::array(), detected = json::array();
+#if defined(__x86_64__) || defined(__i386__)
+#if defined(__SSE4_2__)
+  compiled.push_back("sse4.2");
+#endif
+#if defined(__AVX__)
+  compiled.push_back("avx");
+#endif
+#if defined(__AVX2__)
+  compiled.push_back("avx2");
+#endif
+#if defined(__FMA__)
+  compiled.push_back("fma");
+#endif
+#if defined(__AVX512F__)
+  compiled.push_back("avx512f");
+#endif
+#if defined(__AVX512BW__)
+  compiled.push_back("avx512bw");
+#endif
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("sse4.2")) detected.push_back("sse4.2");
+  if (__builtin_cpu_supports("avx")) detected.push_back("avx");
+  if (__builtin_cpu_supports("avx2")) detected.push_back("avx2");
+  if (__builtin_cpu_supports("fma")) detected.push_back("fma");
+  if (__builtin_cpu_supports("avx512f")) detected.push_back("avx512f");
+  if (__builtin_cpu_supports("avx512bw")) detected.push_back("avx512bw");
+#elif defined(__aarch64__)
+  compiled.push_back("neon");  // part of AArch64
+  detected.push_back("neon");
+#endif
+  return {{"compiled", compiled}, {"detected", detected}};
+}
+
+json cpu_backend() {
+  json blas = {{"library", "OpenBLAS"},
+               {"config", openblas_get_config()},
+               {"core", openblas_get_corename()},
+               {"threads", openblas_get_num_threads()}};
+  return {{"name", "cpu"},
+          {"threads", omp_get_max_threads()},
+          {"hardware_threads", std::thread::hardware_concurrency()},
+          {"simd", simd_levels()},
+          {"blas", blas}};
+}
+
+#if !defined(MEDTUNE_WITH_GPU)
+const char* kNoGpuHint =
+    "no GPU backend was compiled into this build. For NVIDIA: cmake -S . -B build-cuda "
+    "-DMEDTUNE_GPU=cuda -DCMAKE_CUDA_ARCHITECTURES=90 (CUDA >= 12); for AMD: -DMEDTUNE_GPU=hip "
+    "on ROCm 6 with hipBLAS; or docker/cuda.Dockerfile, docker/rocm.Dockerfile. See docs/gpu.md.";
+#endif
+
+#if defined(MEDTUNE_WITH_GPU)
+// The GPU backend: every visible device, and the op tests on each. Sets `ok` false on a failure.
+json gpu_backend(bool run_tests, bool full, bool verbose, bool& ok) {
+  json be = {{"name", gpu::backend_name()}, {"devices", json::array()}};
+  const int n = gpu::device_count();
+  if (n == 0) {
+    be["note"] = "no device visible: " + gpu::no_device_reason();
+    return be;
+  }
+  gpu_test::Registry registry;
+  gpu_test::register_all_cases(registry);
+  for (int i = 0; i < n; ++i) {
+    json dev = {{"index", i}};
+    try {
+      const gpu::DeviceInfo d = gpu::device_info(i);
+      dev["name"] = d.name;
+      dev["arch"] = d.arch;
+      dev["warp_size"] = d.warp_size;
+      dev["multiprocessors"] = d.multiprocessors;
+      dev["total_bytes"] = d.total_bytes;
+      dev["free_bytes"] = d.free_bytes;
+      dev["description"] = gpu::describe(d);
+      if (run_tests) {
+        gpu::set_device(i);
+        gpu::Stream stream;  // on device i
+        int passed = 0, failed = 0;
+        json cases = json::array();
+        gpu_test::run_cases(registry, !full, "", stream, [&](const gpu_test::CaseResult& r) {
+          (r.ok ? passed : failed) += 1;
+          json c = {{"name", r.name}, {"ok", r.ok}, {"ms", r.ms}};
+          if (!r.ok) c["checks"] = r.lines;
+          cases.push_back(c);
+          if (verbose) std::cerr << (r.ok ? "[ OK ] " : "[FAIL] ") << r.name << "\n";
+        });
+        dev["op_tests"] = {{"passed", passed}, {"failed", failed}, {"quick", !full}, {"cases", cases}};
+        if (failed > 0) ok = false;
+      }
+    } catch (const std::exception& e) {
+      dev["error"] = e.what();
+      ok = false;
+    }
+    be["devices"].push_back(dev);
+  }
+  return be;
+}
+#endif
+
+std::string join(const json& a) {
+  std::string s;
+  for (const auto& x : a) s += (s.empty() ? "" : " ") + x.get<std::string>();
+  return s.empty() ? "none" : s;
+}
+
+void print_text(const json& r) {
+  std::cout << "medtune " << r["version"].get<std::string>() << " doctor\n\nbackends:\n";
+  for (const auto& be : r["backends"]) {
+    const std::string name = be["name"];
+    if (name == "cpu") {
+      std::cout << "  cpu   " << be["threads"] << " OpenMP threads (" << be["hardware_threads"]
+                << " hardware threads)\n"
+                << "        SIMD compiled for: " << join(be["simd"]["compiled"])
+                << "; this CPU has: " << join(be["simd"]["detected"]) << "\n"
+                << "        BLAS: " << be["blas"]["library"].get<std::string>() << " ("
+                << be["blas"]["config"].get<std::string>() << "; core "
+                << be["blas"]["core"].get<std::string>() << ", " << be["blas"]["threads"]
+                << " threads)\n";
+      continue;
+    }
+    std::cout << "  " << name << "  " << be["devices"].size() << " device(s)";
+    if (be.contains("note")) std::cout << ": " << be["note"].get<std::string>();
+    std::cout << "\n";
+    for (const auto& d : be["devices"]) {
+      std::cout << "        device " << d["index"] << ": "
+                << (d.contains("description") ? d["description"].get<std::string>() : std::string("?")) << "\n";
+      if (d.contains("error")) std::cout << "          ERROR: " << d["error"].get<std::string>() << "\n";
+      if (d.contains("op_tests")) {
+        const auto& t = d["op_tests"];
+        std::cout << "          op tests vs CPU (" << (t["quick"].get<bool>() ? "quick" : "full")
+                  << "): " << t["passed"] << " passed, " << t["failed"] << " failed\n";
+        for (const auto& c : t["cases"])
+          if (!c["ok"].get<bool>()) {
+            std::cout << "          FAIL " << c["name"].get<std::string>() << "\n";
+            for (const auto& line : c["checks"]) std::cout << "            " << line.get<std::string>() << "\n";
+          }
+      }
+    }
+  }
+  if (!r["gpu_compiled"].get<bool>()) std::cout << "  gpu   " << r["gpu_hint"].get<std::string>() << "\n";
+  std::cout << "\n" << (r["ok"].get<bool>() ? "ok" : "PROBLEMS FOUND (see above)") << "\n";
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App& app) {
+  struct Args {
+    bool json = false;
+    bool full = false;
+    bool no_op_tests = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "doctor", "Backends of this build (CPU, and CUDA/HIP when compiled in), devices, and GPU op tests against the CPU");
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->add_flag("--full", args->full, "GPU op tests: every case, including realistic sizes (default: the quick ones)");
+  cmd->add_flag("--no-op-tests", args->no_op_tests, "List backends and devices only");
+  cmd->callback([args] {
+    bool ok = true;
+    json report = {{"version", MEDTUNE_VERSION}, {"backends", json::array({cpu_backend()})}};
+#if defined(MEDTUNE_WITH_GPU)
+    report["gpu_compiled"] = true;
+    report["backends"].push_back(gpu_backend(!args->no_op_tests, args->full, !args->json, ok));
+#else
+    (void)args->full;
+    report["gpu_compiled"] = false;
+    report["gpu_hint"] = kNoGpuHint;
+#endif
+    report["ok"] = ok;
+    if (args->json) {
+      std::cout << report.dump(2) << "\n";
+    } else {
+      print_text(report);
+    }
+    if (!ok) throw ExitWith{1};
+  });
+}
+
+}  // namespace medtune::cli

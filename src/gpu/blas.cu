@@ -1,0 +1,105 @@
+// gpu/blas.h through cuBLAS / hipBLAS. Both are column-major; a row-major (r, c) matrix is the
+// column-major (c, r) matrix of its transpose, so each row-major product C = A·B is issued as
+// the column-major Cᵀ = Bᵀ·Aᵀ (derivation of each call's arguments next to it).
+#define MEDTUNE_GPU_WANT_BLAS 1  // before any include: vendor.h then maps the BLAS names
+#include "gpu/blas.h"
+
+#include <climits>
+#include <string>
+#include <utility>
+
+#include "core/error.h"
+#include "gpu/launch.h"
+
+#define GPUBLAS_CHECK(expr)                                                                  \
+  do {                                                                                       \
+    const gpublasStatus_t gpublas_status_ = (expr);                                          \
+    if (gpublas_status_ != GPUBLAS_STATUS_SUCCESS)                                           \
+      throw ::medtune::Internal(std::string(MEDTUNE_GPUBLAS_LIBRARY) + " call failed: " #expr \
+                                " -> status " + std::to_string(static_cast<int>(gpublas_status_)) + \
+                                " at " __FILE__ ":" + std::to_string(__LINE__));             \
+  } while (0)
+
+namespace medtune::gpu {
+
+namespace {
+
+gpublasHandle_t handle_of(const Blas& b) { return static_cast<gpublasHandle_t>(b.handle()); }
+
+int as_int(int64_t v, const char* op) {
+  if (v < 0 || v > INT_MAX)
+    throw Internal(std::string(op) + ": dimension " + std::to_string(v) + " does not fit the BLAS's int");
+  return static_cast<int>(v);
+}
+
+// Column-major C (m, n) = op(A) (m, k) · op(B) (k, n), β = 0 or 1.
+void sgemm(const Blas& blas, gpublasOperation_t ta, gpublasOperation_t tb, int m, int n, int k,
+           const float* a, int lda, const float* b, int ldb, float* c, int ldc, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: C unchanged or zeros (not left to the BLAS's quick return)
+    if (!accumulate)
+      GPU_CHECK(gpuMemsetAsync(c, 0, static_cast<size_t>(m) * static_cast<size_t>(n) * sizeof(float),
+                               stream_of(blas.stream())));
+    return;
+  }
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  GPUBLAS_CHECK(gpublasSgemm(handle_of(blas), ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc));
+}
+
+}  // namespace
+
+const char* blas_library() { return MEDTUNE_GPUBLAS_LIBRARY; }
+
+Blas::Blas(const Stream& stream) {
+  gpublasHandle_t h = nullptr;
+  GPUBLAS_CHECK(gpublasCreate(&h));
+  handle_ = h;
+  stream_ = &stream;
+  GPUBLAS_CHECK(gpublasSetStream(h, stream_of(stream)));
+  GPUBLAS_CHECK(MEDTUNE_GPUBLAS_SET_FP32_MATH(h));
+}
+
+Blas::~Blas() {
+  if (handle_ != nullptr) gpublasDestroy(static_cast<gpublasHandle_t>(handle_));  // no throw here
+}
+
+Blas::Blas(Blas&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)),
+      stream_(std::exchange(other.stream_, nullptr)) {}
+
+Blas& Blas::operator=(Blas&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) gpublasDestroy(static_cast<gpublasHandle_t>(handle_));
+    handle_ = std::exchange(other.handle_, nullptr);
+    stream_ = std::exchange(other.stream_, nullptr);
+  }
+  return *this;
+}
+
+// y (N, rows) = x (N, cols)·Wᵀ  <=>  column-major yᵀ (rows, N) = W (rows, cols)·xᵀ (cols, N).
+// W's memory read column-major is Wᵀ (cols, rows), ld cols: op T. x's is xᵀ (cols, N): op N.
+void linear_forward(const Blas& blas, float* y, const float* x, const float* w, int64_t N,
+                    int64_t rows, int64_t cols, bool accumulate) {
+  const char* op = "gpu::linear_forward";
+  sgemm(blas, GPUBLAS_OP_T, GPUBLAS_OP_N, as_int(rows, op), as_int(N, op), as_int(cols, op), w,
+        as_int(cols, op), x, as_int(cols, op), y, as_int(rows, op), accumulate);
+}
+
+// dx (N, cols) = dy (N, rows)·W  <=>  dxᵀ (cols, N) = Wᵀ (cols, rows)·dyᵀ (rows, N).
+// W's memory column-major is Wᵀ (cols, rows), ld cols: op N. dy's is dyᵀ (rows, N), ld rows: op N.
+void linear_backward_input(const Blas& blas, float* dx, const float* dy, const float* w, int64_t N,
+                           int64_t rows, int64_t cols, bool accumulate) {
+  const char* op = "gpu::linear_backward_input";
+  sgemm(blas, GPUBLAS_OP_N, GPUBLAS_OP_N, as_int(cols, op), as_int(N, op), as_int(rows, op), w,
+        as_int(cols, op), dy, as_int(rows, op), dx, as_int(cols, op), accumulate);
+}
+
+// dW (rows, cols) = dyᵀ (rows, N)·x (N, cols)  <=>  dWᵀ (cols, rows) = xᵀ (cols, N)·dy (N, rows).
+// x's memory column-major is xᵀ (cols, N), ld cols: op N. dy's is dyᵀ (rows, N), ld rows: op T.
+void linear_backward_weight(const Blas& blas, float* dw, const float* dy, const float* x, int64_t N,
+                            int64_t rows, int64_t cols, bool accumulate) {
+  const char* op = "gpu::linear_backward_weight";
+  sgemm(blas, GPUBLAS_OP_N, GPUBLAS_OP_T, as_int(cols, op), as_int(rows, op), as_int(N, op), x,
+        as_int(cols, op), dy, as_int(rows, op), dw, as_int(cols, op), accumulate);
+}
+
+}  // namespace medtune::gpu

@@ -1,0 +1,48 @@
+// The list of every op-test group and the loop that runs them (op_test.h).
+#include <chrono>
+#include <exception>
+
+#include "op_test.h"
+
+namespace medtune::gpu_test {
+
+void register_all_cases(Registry& r) {
+  register_runtime_cases(r);
+  register_embedding_cases(r);
+  register_rmsnorm_cases(r);
+  register_rope_cases(r);
+  register_swiglu_cases(r);
+  register_cross_entropy_cases(r);
+  register_adamw_cases(r);
+  register_dequantize_cases(r);
+  register_convert_cases(r);
+  register_attention_cases(r);
+  register_gemm_cases(r);
+}
+
+std::vector<CaseResult> run_cases(const Registry& r, bool quick, const std::string& filter,
+                                  const gpu::Stream& stream,
+                                  const std::function<void(const CaseResult&)>& on_result) {
+  std::vector<CaseResult> results;
+  for (const auto& c : r.cases()) {
+    if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+    if (quick && !c.quick) continue;
+    Checks checks;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      c.run(checks, stream);
+    } catch (const std::exception& e) {
+      checks.record(false, std::string("exception: ") + e.what());
+    }
+    CaseResult res;
+    res.name = c.name;
+    res.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    res.ok = checks.passed() && !checks.lines().empty();
+    res.lines = checks.lines();
+    if (on_result) on_result(res);
+    results.push_back(std::move(res));
+  }
+  return results;
+}
+
+}  // namespace medtune::gpu_test
