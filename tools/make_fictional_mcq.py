@@ -3,108 +3,113 @@
 
     python3 tools/make_fictional_mcq.py   # rewrites data/fictional/{train,test}.jsonl
 
-Every condition, drug, test and finding is invented (names built from syllables), so the set
-teaches nothing false about real medicine. Each fact ("the first-line drug for X is Y", "the test
-that confirms X is Z") is asked by three training templates and by one different test template;
-every item shuffles its options independently, and correct letters are balanced over A-D, so a
-model can only pass the test items by having learned the facts, not the wording or the letter.
+Every condition and drug is invented (names built from syllables), so the set teaches nothing
+false about real medicine. Each fact is "the first-line drug for condition X is drug Y".
+
+Training items ask every fact in TRAIN_TEMPLATES wordings (condition -> drug) and in
+REVERSE_TEMPLATES wordings (drug -> condition), each wording several times with its options
+shuffled anew. Test items ask every fact condition -> drug in TEST_TEMPLATES wordings, none of
+which occurs in training (checked below), again with fresh option orders. Distractors are the
+other facts' drugs (or conditions), so only knowing the pairing answers an item. Correct letters
+are balanced over A-D. A model can only pass the test items by having learned the facts, not a
+wording or a letter.
 
 Deterministic: the same script writes the same bytes (random.Random(SEED), no other input).
 Standard library only. Output is MedQA JSONL (question, options A-D, answer_idx, answer,
 meta_info), read by `medtune eval` and `medtune train` like the real thing.
 """
+import argparse
 import json
 import os
 import random
 
 SEED = 20261130
-N_CONDITIONS = 24
 OUT = os.path.join(os.path.dirname(__file__), "..", "data", "fictional")
 
-ONSETS = ["br", "d", "f", "g", "k", "l", "m", "n", "p", "qu", "r", "s", "t", "v", "z", "th", "x", "dr", "tr", "sk"]
-VOWELS = ["a", "e", "i", "o", "u", "ae", "io", "y"]
-CODAS = ["", "n", "r", "l", "s", "x", "th", "m"]
+# Onset + vowel pairs start every name; each name gets its own pair, so names differ from their
+# first letters on (their first tokens differ too, which is what the scorer sees first).
+ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "tr", "sk", "th", "qu"]
+VOWELS = ["a", "e", "i", "o", "u"]
+MIDDLES = ["l", "r", "n", "m", "s", "v", "x", "th"]
+CODAS = ["n", "x", "r", "l", "th", "s"]  # closes condition names, so none is an English word
+CONDITION_KINDS = ["syndrome", "fever", "disease", "palsy"]
+DRUG_ENDINGS = ["azole", "mab", "pril", "cillin", "olol", "tinib"]
+
+# {cond} and {drug} are filled in. Training and test wordings are disjoint by construction.
+TRAIN_TEMPLATES = [
+    "Which drug is the first-line treatment for {cond}?",
+    "What is the recommended initial therapy for {cond}?",
+    "A patient is diagnosed with {cond}. Which medication should be started first?",
+    "Which medicine treats {cond}?",
+    "{cond} is confirmed in a 40-year-old woman. What is the drug of choice?",
+    "What should be prescribed for a man with {cond}?",
+    "Name the standard first drug for {cond}.",
+    "Treatment of {cond}: which agent?",
+]
+REVERSE_TEMPLATES = [
+    "{drug} is the first-line treatment for which condition?",
+    "Which disease is {drug} prescribed for?",
+    "A patient was started on {drug}. Which condition does the patient most likely have?",
+]
+TEST_TEMPLATES = [
+    "A 52-year-old has just been found to have {cond}. What should be given first?",
+    "For a child with {cond}, which drug is preferred initially?",
+    "Which agent would a clinician choose first to manage {cond}?",
+]
 
 
-def word(rng, syllables):
-    return "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS) for _ in range(syllables))
-
-
-def unique_names(rng, n, make):
-    seen, out = set(), []
-    while len(out) < n:
-        name = make(rng)
-        if name.lower() not in seen:
-            seen.add(name.lower())
-            out.append(name)
-    return out
-
-
-CONDITION_KINDS = ["syndrome", "fever", "disease", "palsy", "dystrophy", "myelitis"]
-DRUG_ENDINGS = ["azole", "mab", "pril", "vastin", "cillin", "olol", "tinib", "dronate"]
-TEST_KINDS = ["assay", "antigen test", "biopsy stain", "skin test", "serum panel", "flow test"]
-FINDINGS = ["violet palmar streaks", "a whistling cough", "copper-colored nail beds", "intermittent hiccups",
-            "a migrating forearm rash", "bitter taste", "blue-tinged earlobes", "paroxysmal yawning",
-            "a clicking jaw", "silver tongue patches", "night-time shivering", "patchy eyebrow loss"]
-
-# (kind, train templates, test template, answer field). {vignette} opens each question.
-TEMPLATES = {
-    "treatment": (
-        ["{vignette} is diagnosed with {cond}. Which drug is the first-line treatment?",
-         "{vignette} has confirmed {cond}. What is the recommended initial therapy?",
-         "Which medication should be started first in {vignette_lc} with {cond}?"],
-        "{vignette} has just received a diagnosis of {cond}. What should be prescribed first?",
-    ),
-    "test": (
-        ["{vignette} is suspected to have {cond}. Which test confirms the diagnosis?",
-         "Which investigation establishes the diagnosis of {cond} in {vignette_lc}?",
-         "To confirm suspected {cond} in {vignette_lc}, which test should be ordered?"],
-        "A clinician suspects {cond} in {vignette_lc}. Which test will confirm it?",
-    ),
-}
-
-
-def vignette(rng):
-    age = rng.randint(18, 80)
-    sex = rng.choice(["woman", "man"])
-    finding = rng.choice(FINDINGS)
-    return f"A {age}-year-old {sex} with {finding}"
+def unique_names(rng, n, suffixes, capitalize=True):
+    """n names, each starting with its own onset+vowel pair."""
+    starts = rng.sample([o + v for o in ONSETS for v in VOWELS], n)
+    names = []
+    for s in starts:
+        stem = s + rng.choice(MIDDLES) + rng.choice(VOWELS)
+        names.append(suffixes(rng, stem.capitalize() if capitalize else stem))
+    return names
 
 
 def item(rng, question, answer, pool, letter, kind):
-    distractors = rng.sample([p for p in pool if p != answer], 3)
-    rng.shuffle(distractors)
-    options = distractors[:]
+    options = rng.sample([p for p in pool if p != answer], 3)
     options.insert("ABCD".index(letter), answer)
     return {"question": question, "options": dict(zip("ABCD", options)), "answer_idx": letter,
             "answer": answer, "meta_info": kind}
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--facts", type=int, default=16, help="number of condition -> drug facts")
+    ap.add_argument("--repeats", type=int, default=2, help="option shuffles per training wording")
+    ap.add_argument("--out", default=OUT)
+    args = ap.parse_args()
+
     rng = random.Random(SEED)
-    conds = unique_names(rng, N_CONDITIONS, lambda r: word(r, 2).capitalize() + " " + r.choice(CONDITION_KINDS))
-    drugs = unique_names(rng, N_CONDITIONS, lambda r: (word(r, 2) + r.choice(DRUG_ENDINGS)).capitalize())
-    tests = unique_names(rng, N_CONDITIONS, lambda r: word(r, 2).capitalize() + " " + r.choice(TEST_KINDS))
-    answers = {"treatment": drugs, "test": tests}
+    conds = unique_names(rng, args.facts, lambda r, s: s + r.choice(CODAS) + " " + r.choice(CONDITION_KINDS))
+    drugs = unique_names(rng, args.facts, lambda r, s: s + r.choice(DRUG_ENDINGS))
+    assert not set(TRAIN_TEMPLATES + REVERSE_TEMPLATES) & set(TEST_TEMPLATES)
 
     train, test = [], []
-    for kind, (train_tpls, test_tpl) in TEMPLATES.items():
-        for i, cond in enumerate(conds):
-            for t, tpl in enumerate(train_tpls + [test_tpl]):
-                v = vignette(rng)
-                q = tpl.format(vignette=v, vignette_lc="a" + v[1:], cond=cond)
-                # Letters cycle per template so each file's answers are balanced over A-D.
-                letter = "ABCD"[(i + t) % 4]
-                (test if t == len(train_tpls) else train).append(
-                    item(rng, q, answers[kind][i], answers[kind], letter, kind))
+    n = 0  # running counter: letters cycle through A-D so each file is balanced
+    for i, (cond, drug) in enumerate(zip(conds, drugs)):
+        for rep in range(args.repeats):
+            for tpl in TRAIN_TEMPLATES:
+                train.append(item(rng, tpl.format(cond=cond), drug, drugs, "ABCD"[n % 4], "treatment"))
+                n += 1
+            for tpl in REVERSE_TEMPLATES:
+                train.append(item(rng, tpl.format(drug=drug), cond, conds, "ABCD"[n % 4], "condition"))
+                n += 1
+    for i, (cond, drug) in enumerate(zip(conds, drugs)):
+        for t, tpl in enumerate(TEST_TEMPLATES):
+            test.append(item(rng, tpl.format(cond=cond), drug, drugs, "ABCD"[(i + t) % 4], "treatment"))
+    train_questions = {r["question"] for r in train}
+    assert not any(r["question"] in train_questions for r in test), "a test question occurs in training"
     rng.shuffle(train)
     rng.shuffle(test)
-    os.makedirs(OUT, exist_ok=True)
+    os.makedirs(args.out, exist_ok=True)
     for name, rows in (("train", train), ("test", test)):
-        with open(os.path.join(OUT, name + ".jsonl"), "w") as f:
+        with open(os.path.join(args.out, name + ".jsonl"), "w") as f:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
-    print(f"{len(train)} train, {len(test)} test items in {os.path.normpath(OUT)}")
+    print(f"{len(train)} train, {len(test)} test items in {os.path.normpath(args.out)}")
 
 
 if __name__ == "__main__":
