@@ -7,7 +7,9 @@
 // with OpenMP's spinning waits it counts idle threads too, so compare it at --threads 1).
 //
 //   bench_train_step MODEL [--batch 4] [--seq 256] [--rank 16] [--steps 5] [--threads N]
-//                    [--checkpointing 0|1]
+//                    [--checkpointing 0|1] [--answer-tokens K]
+// --answer-tokens K > 0: only the last K positions of each row are targets (completion-only loss,
+// as in MCQ fine-tuning where the prompt is masked); 0 (default): every next token.
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -37,11 +39,11 @@ int main(int argc, char** argv) {
   using namespace medtune;
   if (argc < 2) {
     std::cerr << "usage: bench_train_step MODEL [--batch B] [--seq T] [--rank R] [--steps N] [--threads N] "
-                 "[--checkpointing 0|1]\n";
+                 "[--checkpointing 0|1] [--answer-tokens K]\n";
     return 2;
   }
   const std::string path = argv[1];
-  int64_t B = 4, T = 256, rank = 16, steps = 5, ckpt = 0;
+  int64_t B = 4, T = 256, rank = 16, steps = 5, ckpt = 0, answer = 0;
   int threads = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
     else if (k == "--steps") steps = v;
     else if (k == "--threads") threads = static_cast<int>(v);
     else if (k == "--checkpointing") ckpt = v;
+    else if (k == "--answer-tokens") answer = v;
   }
   if (threads > 0) omp_set_num_threads(threads);
 
@@ -81,11 +84,13 @@ int main(int argc, char** argv) {
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m.config().vocab_size) - 1);
   for (int64_t i = 0; i < B * T; ++i) batch.ids.push_back(tok(rng));
   batch.targets.assign(static_cast<size_t>(B * T), -100);
+  // Positions [first, T - 1) of each row predict the next token: all of them, or the last K.
+  const int64_t first = answer > 0 ? std::max<int64_t>(0, T - 1 - answer) : 0;
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t + 1 < T; ++t) batch.targets[static_cast<size_t>(b * T + t)] = batch.ids[static_cast<size_t>(b * T + t + 1)];
+    for (int64_t t = first; t + 1 < T; ++t) batch.targets[static_cast<size_t>(b * T + t)] = batch.ids[static_cast<size_t>(b * T + t + 1)];
 
   model::TrainOptions opt;
-  opt.loss_scale = 1.0 / static_cast<double>(B * (T - 1));
+  opt.loss_scale = 1.0 / static_cast<double>(B * (T - 1 - first));
   opt.gradient_checkpointing = ckpt != 0;
   std::vector<double> times, cpu_times;
   // Per phase, one entry per timed step: forward, loss head, backward, optimizer; wall and CPU.

@@ -6,7 +6,8 @@ and PyTorch CPU + PEFT (transformers loading the same GGUF, dequantized to fp32)
         --model models/SmolLM2-135M-Instruct.Q4_1.gguf --threads 2
 
 Both run the shape of issue 5's goal: batch 4 x 256 random token ids, labels = input ids (every
-next token a target), LoRA r16 alpha 32 on q,k,v,o,gate,up,down, one forward + backward + AdamW
+next token a target; with --answer-tokens K only each row's last K tokens, the prompt masked with
+-100 as TRL's completion-only collator does), LoRA r16 alpha 32 on q,k,v,o,gate,up,down, one forward + backward + AdamW
 step per iteration; the median over --steps timed steps after one warm-up step. medtune reads the
 Q4_1 weights in place (dequantized tile by tile inside each matmul); PyTorch holds them as fp32.
 The peer is optional: a missing package is reported, not fatal. Prints a table and one JSON line.
@@ -22,7 +23,7 @@ import time
 def bench_medtune(a, checkpointing):
     out = subprocess.run([a.bench, a.model, "--batch", str(a.batch), "--seq", str(a.seq), "--rank", str(a.rank),
                           "--steps", str(a.steps), "--threads", str(a.threads), "--checkpointing",
-                          str(int(checkpointing))], check=True, capture_output=True, text=True).stdout
+                          str(int(checkpointing)), "--answer-tokens", str(a.answer_tokens)], check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -44,11 +45,14 @@ def bench_torch_peft(a, checkpointing):
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     ids = torch.randint(0, model.config.vocab_size, (a.batch, a.seq), generator=torch.Generator().manual_seed(1234))
+    labels = ids.clone()
+    if a.answer_tokens > 0:  # transformers shifts labels: label t is predicted at position t - 1
+        labels[:, : max(1, a.seq - a.answer_tokens)] = -100
     times, cpu_times, loss = [], [], 0.0
     for s in range(a.steps + 1):
         t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
-        out = model(input_ids=ids, labels=ids)
+        out = model(input_ids=ids, labels=labels)
         out.loss.backward()
         opt.step()
         if s:
@@ -71,6 +75,9 @@ def main():
     p.add_argument("--rank", type=int, default=16)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--checkpointing", action="store_true", help="also measure with gradient checkpointing")
+    p.add_argument("--answer-tokens", type=int, default=0,
+                   help="only the last K tokens of each row are targets (completion-only loss, the prompt masked); "
+                        "0: every token")
     a = p.parse_args()
     rows, results = [], {}
     for ck in ([False, True] if a.checkpointing else [False]):
