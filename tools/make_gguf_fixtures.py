@@ -178,7 +178,9 @@ def write_model(path: Path, arch: str, rng: np.random.Generator, *, tied: bool, 
     if not tied and tensors:
         add("output.weight", QT.Q4_0, (V, C))
     if rope_freqs and tensors:
-        add("rope_freqs.weight", QT.F32, (HD // 2,))
+        # llama3's per-pair divisors lie in [1, factor]: |N(0, 0.1)| + 1, drawn like every other
+        # tensor so the random stream (and every later tensor) is unchanged.
+        w.add_tensor("rope_freqs.weight", np.abs(tensor_bytes(rng, QT.F32, (HD // 2,))) + np.float32(1.0))
     for i in range(L):
         add(f"blk.{i}.attn_norm.weight", QT.F32, (C,))
         add(f"blk.{i}.attn_q.weight", QT.Q4_1, (NH * HD, C))
