@@ -8,6 +8,28 @@
 
 namespace medtune::model {
 
+namespace {
+
+// llama3 scaling's parameters in fp32 and its three frequency bands (by wavelength): below
+// high_freq_wavelen unchanged, above low_freq_wavelen divided by factor, in between blended by
+// smooth(). Shared by transformers' formula (rope_inv_freq) and llama.cpp's divisors.
+struct Llama3Bands {
+  explicit Llama3Bands(const RopeScaling& s)
+      : factor(static_cast<float>(s.factor)),
+        low(static_cast<float>(s.low_freq_factor)),
+        high(static_cast<float>(s.high_freq_factor)),
+        old_ctx(static_cast<float>(s.original_max_position_embeddings)),
+        low_freq_wavelen(old_ctx / low),
+        high_freq_wavelen(old_ctx / high) {}
+  static float wavelength(float freq) { return static_cast<float>(2 * std::numbers::pi) / freq; }
+  bool medium(float wavelen) const { return !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen); }
+  float smooth(float wavelen) const { return (old_ctx / wavelen - low) / (high - low); }
+
+  float factor, low, high, old_ctx, low_freq_wavelen, high_freq_wavelen;
+};
+
+}  // namespace
+
 std::vector<float> rope_inv_freq(const ModelConfig& c) {
   const int64_t half = c.head_dim / 2;
   std::vector<float> inv(static_cast<size_t>(half));
@@ -22,20 +44,13 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
     for (int64_t i = 0; i < half; ++i) inv[static_cast<size_t>(i)] /= c.rope_freq_factors[static_cast<size_t>(i)];
   } else if (c.rope_scaling.type == "llama3") {
     // transformers' _compute_llama3_parameters, elementwise in fp32.
-    const auto& s = c.rope_scaling;
-    const float factor = static_cast<float>(s.factor);
-    const float low = static_cast<float>(s.low_freq_factor);
-    const float high = static_cast<float>(s.high_freq_factor);
-    const float old_ctx = static_cast<float>(s.original_max_position_embeddings);
-    const float low_freq_wavelen = old_ctx / low;
-    const float high_freq_wavelen = old_ctx / high;
+    const Llama3Bands b(c.rope_scaling);
     for (float& f : inv) {
-      const float wavelen = static_cast<float>(2 * std::numbers::pi) / f;
-      float scaled = wavelen > low_freq_wavelen ? f / factor : f;
-      const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
-      if (medium) {
-        const float smooth = (old_ctx / wavelen - low) / (high - low);
-        scaled = (1.0f - smooth) * scaled / factor + smooth * scaled;
+      const float wavelen = Llama3Bands::wavelength(f);
+      float scaled = wavelen > b.low_freq_wavelen ? f / b.factor : f;
+      if (b.medium(wavelen)) {
+        const float smooth = b.smooth(wavelen);
+        scaled = (1.0f - smooth) * scaled / b.factor + smooth * scaled;
       }
       f = scaled;
     }
@@ -49,24 +64,18 @@ std::vector<float> llama3_rope_freq_factors(const ModelConfig& c) {
   unscaled.rope_scaling = RopeScaling{};
   unscaled.rope_freq_factors.clear();
   const std::vector<float> freqs = rope_inv_freq(unscaled);
-  const auto& s = c.rope_scaling;
-  const float factor = static_cast<float>(s.factor);
-  const float low = static_cast<float>(s.low_freq_factor);
-  const float high = static_cast<float>(s.high_freq_factor);
-  const float old_ctx = static_cast<float>(s.original_max_position_embeddings);
-  const float low_freq_wavelen = old_ctx / low;
-  const float high_freq_wavelen = old_ctx / high;
+  const Llama3Bands b(c.rope_scaling);
   std::vector<float> factors;
   factors.reserve(freqs.size());
   for (const float freq : freqs) {
-    const float wavelen = static_cast<float>(2 * std::numbers::pi) / freq;
-    if (wavelen < high_freq_wavelen) {
+    const float wavelen = Llama3Bands::wavelength(freq);
+    if (wavelen < b.high_freq_wavelen) {
       factors.push_back(1.0f);
-    } else if (wavelen > low_freq_wavelen) {
-      factors.push_back(factor);
+    } else if (wavelen > b.low_freq_wavelen) {
+      factors.push_back(b.factor);
     } else {
-      const float smooth = (old_ctx / wavelen - low) / (high - low);
-      factors.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+      const float smooth = b.smooth(wavelen);
+      factors.push_back(1.0f / ((1.0f - smooth) / b.factor + smooth));
     }
   }
   return factors;
