@@ -1,6 +1,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/cpu/row_loss.h"
 #include "ops/ops.h"
 
 namespace medtune::ops {
@@ -19,13 +20,7 @@ LossSum cross_entropy_sum(const float* logits, const int64_t* targets, int64_t N
     for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
     row_loss[static_cast<size_t>(n)] = mx + std::log(sum) - static_cast<double>(row[targets[n]]);
   }
-  LossSum total;
-  for (int64_t n = 0; n < N; ++n) {
-    if (targets[n] < 0) continue;
-    total.sum += row_loss[static_cast<size_t>(n)];
-    total.count += 1;
-  }
-  return total;
+  return detail::sum_target_rows(row_loss, targets, N);
 }
 
 }  // namespace medtune::ops

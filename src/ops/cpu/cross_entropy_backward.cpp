@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/backward.h"
+#include "ops/cpu/row_loss.h"
 #include "ops/cpu/vec_exp.h"
 
 namespace medtune::ops {
@@ -63,13 +64,7 @@ LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const i
     for (int64_t v = 0; v < V; ++v) dz[v] *= k;
     dz[y] -= scale;
   }
-  LossSum total;
-  for (int64_t n = 0; n < N; ++n) {
-    if (targets[n] < 0) continue;
-    total.sum += row_loss[static_cast<size_t>(n)];
-    total.count += 1;
-  }
-  return total;
+  return detail::sum_target_rows(row_loss, targets, N);
 }
 
 void cross_entropy_backward(float* dlogits, const float* logits, const int64_t* targets, int64_t N,
