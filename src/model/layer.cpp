@@ -1,7 +1,10 @@
 #include "model/layer.h"
 
 #include <array>
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -26,12 +29,17 @@ void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) {
 
 const float* bias_or_null(const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); }
 
-// The backward's temporaries (~30 MB per layer at 4 x 256 tokens), kept from one layer to the
-// next so that they are not zero-filled and page-faulted in again 30 times a step: glibc hands
-// buffers this large back to the kernel when freed. One set per calling thread; each slot holds
-// one temporary, grown as needed, garbage on entry (every user writes it before reading it).
+// The layer's temporaries (~30 MB per layer for the backward at 4 x 256 tokens), kept from one
+// call to the next so that they are not zero-filled and page-faulted in again 30 times a step:
+// glibc hands buffers this large back to the kernel when freed. One set per calling thread; each
+// slot holds one temporary, grown as needed, garbage on entry (every user writes it before
+// reading it). layer_forward uses kXd, kK, kV, kProj; layer_backward the others and kXd.
 // release_backward_scratch() frees them, so that they do not add to the loss head's peak.
-enum Slot : size_t { kDu, kXd, kDh, kDgate, kDup, kDn, kDnormIn, kDatt, kDq, kDk, kDv, kNumSlots };
+enum Slot : size_t {
+  kK, kV, kProj,                                                                  // forward
+  kDu, kXd, kDxRows, kDh, kDgate, kDup, kDn, kDnormIn, kDattRows, kDatt, kDq, kDk, kDv,  // backward
+  kDqBase, kDkBase, kNumSlots
+};
 std::array<std::vector<float>, kNumSlots>& backward_scratch() {
   thread_local std::array<std::vector<float>, kNumSlots> bufs;
   return bufs;
@@ -82,8 +90,15 @@ void release_backward_scratch() {
 
 DropoutSite LayerCall::dropout(Proj p) const {
   if (!training || lora == nullptr || lora->config.dropout <= 0) return {};
-  return {static_cast<float>(lora->config.dropout), dropout_seed,
-          static_cast<uint64_t>(layer * kNumProj + static_cast<int>(p))};
+  DropoutSite d{static_cast<float>(lora->config.dropout), dropout_seed,
+                static_cast<uint64_t>(layer * kNumProj + static_cast<int>(p))};
+  // o, gate, up, down run after attention: on out_rows only, with those rows' masks.
+  if (restricted() && static_cast<int>(p) >= static_cast<int>(Proj::o)) d.rows = out_rows->data();
+  return d;
+}
+
+int64_t LayerCall::rows_after_attention() const {
+  return restricted() ? static_cast<int64_t>(out_rows->size()) : shape.B * shape.T;
 }
 
 const LoraLinear* LayerCall::lora_at(Proj p) const {
@@ -91,63 +106,100 @@ const LoraLinear* LayerCall::lora_at(Proj p) const {
 }
 LoraLinear* LayerCall::lora_at(Proj p) { return lora != nullptr ? &lora->at(layer, p) : nullptr; }
 
+namespace {
+// out_rows as a pointer for the row-local part (null = all rows), checked: ascending, in [0, N).
+const int64_t* checked_rows(const LayerCall& call) {
+  if (!call.restricted()) return nullptr;
+  const std::vector<int64_t>& rows = *call.out_rows;
+  const int64_t N = call.shape.B * call.shape.T;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i] < 0 || rows[i] >= N || (i > 0 && rows[i] <= rows[i - 1]))
+      throw Internal("LayerCall::out_rows must be ascending row indices in [0, B*T)");
+  return rows.data();
+}
+}  // namespace
+
 void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   const ModelConfig& c = call.config;
   const LayerWeights& w = call.w;
   const ops::AttentionShape& s = call.shape;
   const int64_t N = s.B * s.T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t NH = c.num_attention_heads, NKV = c.num_key_value_heads, HD = c.head_dim;
+  const int64_t QD = NH * HD, KVD = NKV * HD;
+  const int64_t M = call.rows_after_attention();  // rows from o_proj on: R with out_rows, else N
+  const int64_t* rows = checked_rows(call);       // (M) or null = row i is row i
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float sc = call.lora != nullptr ? call.lora->scaling : 0.0f;
-  std::vector<float> k(static_cast<size_t>(N * NKV * HD)), v(k.size());  // (N, NKV, HD)
-  std::vector<float> xd;  // dropout scratch, (N, max(C, F)) when dropout is on
-  if (call.dropout(Proj::q).p > 0) xd.resize(static_cast<size_t>(N * std::max(C, F)));
+  float* k = scratch(kK, N * KVD);  // (N, NKV, HD)
+  float* v = scratch(kV, N * KVD);  // (N, NKV, HD)
+  float* proj = scratch(kProj, M * C);  // (M, C) o_proj, then down_proj output
+  // Dropout scratch, (N, max(C, F)), used only when dropout is on.
+  float* xd = call.dropout(Proj::q).p > 0 ? scratch(kXd, N * std::max(C, F)) : nullptr;
   auto u = [&](Proj p) { return a.lora_u[static_cast<size_t>(p)].data(); };
-  auto lora_add = [&](float* y, const float* in, Proj p) {
-    const LoraLinear* l = call.lora_at(p);
-    if (l != nullptr && l->enabled()) lora_forward_add(y, in, *l, sc, call.dropout(p), u(p), xd.data(), N);
+  // LoRA parts of the projections that read `in` (m rows): those without dropout as one stacked
+  // group (lora_group_forward), the others one by one.
+  auto lora_add = [&](const float* in, int64_t m, std::initializer_list<std::pair<float*, Proj>> outs) {
+    std::array<LoraGroupForward, 3> group{};
+    int n = 0;
+    for (const auto& [y, p] : outs) {
+      const LoraLinear* l = call.lora_at(p);
+      if (l == nullptr || !l->enabled()) continue;
+      const DropoutSite d = call.dropout(p);
+      if (d.p > 0) lora_forward_add(y, in, *l, sc, d, u(p), xd, m);
+      else group[static_cast<size_t>(n++)] = {l, y, u(p)};
+    }
+    if (n > 0) lora_group_forward(group.data(), n, in, sc, m);
   };
 
   std::memcpy(a.x_in.data(), x, static_cast<size_t>(N * C) * sizeof(float));
   // --- attention block
   ops::rmsnorm_forward(a.n1.data(), a.rstd1.data(), x, w.input_norm.data(), N, C, eps);
   ops::linear_forward(a.q.data(), a.n1.data(), w.q, bias_or_null(w.q_bias), N);
-  ops::linear_forward(k.data(), a.n1.data(), w.k, bias_or_null(w.k_bias), N);
-  ops::linear_forward(v.data(), a.n1.data(), w.v, bias_or_null(w.v_bias), N);
+  ops::linear_forward(k, a.n1.data(), w.k, bias_or_null(w.k_bias), N);
+  ops::linear_forward(v, a.n1.data(), w.v, bias_or_null(w.v_bias), N);
   if (call.qk_rows_permuted) {
     undo_gguf_qk_permutation(a.q.data(), N, NH, HD);
-    undo_gguf_qk_permutation(k.data(), N, NKV, HD);
+    undo_gguf_qk_permutation(k, N, NKV, HD);
   }
-  lora_add(a.q.data(), a.n1.data(), Proj::q);
-  lora_add(k.data(), a.n1.data(), Proj::k);
-  lora_add(v.data(), a.n1.data(), Proj::v);
+  lora_add(a.n1.data(), N, {{a.q.data(), Proj::q}, {k, Proj::k}, {v, Proj::v}});
   ops::rope_forward(a.q.data(), call.cos, call.sin, N, NH, HD);
-  ops::rope_forward(k.data(), call.cos, call.sin, N, NKV, HD);
+  ops::rope_forward(k, call.cos, call.sin, N, NKV, HD);
   // Append keys and values: (B, T, NKV, HD) -> cache (B, Smax, NKV, HD) at position past.
-  const int64_t row = NKV * HD;
   for (int64_t b = 0; b < s.B; ++b) {
-    const size_t bytes = static_cast<size_t>(s.T * row) * sizeof(float);
-    std::memcpy(call.k_cache + (b * s.Smax + s.past) * row, k.data() + b * s.T * row, bytes);
-    std::memcpy(call.v_cache + (b * s.Smax + s.past) * row, v.data() + b * s.T * row, bytes);
+    const size_t bytes = static_cast<size_t>(s.T * KVD) * sizeof(float);
+    std::memcpy(call.k_cache + (b * s.Smax + s.past) * KVD, k + b * s.T * KVD, bytes);
+    std::memcpy(call.v_cache + (b * s.Smax + s.past) * KVD, v + b * s.T * KVD, bytes);
   }
   ops::attention_forward(a.att.data(), a.q.data(), call.k_cache, call.v_cache, call.key_valid,
                          call.seg_start, s);
-  std::memcpy(a.x_mid.data(), x, static_cast<size_t>(N * C) * sizeof(float));
-  std::vector<float> proj(static_cast<size_t>(N * C));  // (N, C)
-  project_forward(proj.data(), a.att.data(), w.o, bias_or_null(w.o_bias), call.lora_at(Proj::o), sc,
-                  call.dropout(Proj::o), u(Proj::o), xd.data(), N);
-  ops::add_inplace(a.x_mid.data(), proj.data(), N * C);
+
+  // Everything below is row-local. With out_rows it runs on those M rows only, packed into the
+  // first M rows of att, x_mid, n2, ... (att in place: rows ascend, so rows[i] >= i).
+  const auto row = [&](int64_t i) { return rows != nullptr ? rows[i] : i; };
+  if (rows != nullptr)
+    for (int64_t i = 0; i < M; ++i)
+      if (rows[i] != i)
+        std::memcpy(a.att.data() + i * QD, a.att.data() + rows[i] * QD, static_cast<size_t>(QD) * sizeof(float));
+  for (int64_t i = 0; i < M; ++i)
+    std::memcpy(a.x_mid.data() + i * C, x + row(i) * C, static_cast<size_t>(C) * sizeof(float));
+  project_forward(proj, a.att.data(), w.o, bias_or_null(w.o_bias), call.lora_at(Proj::o), sc,
+                  call.dropout(Proj::o), u(Proj::o), xd, M);
+  ops::add_inplace(a.x_mid.data(), proj, M * C);
 
   // --- MLP block
-  ops::rmsnorm_forward(a.n2.data(), a.rstd2.data(), a.x_mid.data(), w.post_attn_norm.data(), N, C, eps);
-  project_forward(a.gate.data(), a.n2.data(), w.gate, nullptr, call.lora_at(Proj::gate), sc,
-                  call.dropout(Proj::gate), u(Proj::gate), xd.data(), N);
-  project_forward(a.up.data(), a.n2.data(), w.up, nullptr, call.lora_at(Proj::up), sc,
-                  call.dropout(Proj::up), u(Proj::up), xd.data(), N);
-  ops::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * F);
-  project_forward(proj.data(), a.h.data(), w.down, nullptr, call.lora_at(Proj::down), sc,
-                  call.dropout(Proj::down), u(Proj::down), xd.data(), N);
-  for (int64_t i = 0; i < N * C; ++i) x[i] = a.x_mid[static_cast<size_t>(i)] + proj[static_cast<size_t>(i)];
+  ops::rmsnorm_forward(a.n2.data(), a.rstd2.data(), a.x_mid.data(), w.post_attn_norm.data(), M, C, eps);
+  ops::linear_forward(a.gate.data(), a.n2.data(), w.gate, nullptr, M);
+  ops::linear_forward(a.up.data(), a.n2.data(), w.up, nullptr, M);
+  lora_add(a.n2.data(), M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
+  ops::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), M * F);
+  project_forward(proj, a.h.data(), w.down, nullptr, call.lora_at(Proj::down), sc,
+                  call.dropout(Proj::down), u(Proj::down), xd, M);
+  for (int64_t i = 0; i < M; ++i) {
+    float* out = x + row(i) * C;
+    const float* mid = a.x_mid.data() + i * C;
+    const float* p = proj + i * C;
+    for (int64_t j = 0; j < C; ++j) out[j] = mid[j] + p[j];
+  }
 }
 
 void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
@@ -157,6 +209,9 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   if (s.past != 0 || s.Smax != s.T) throw Internal("layer_backward: training needs past == 0 and Smax == T");
   const int64_t N = s.B * s.T, C = c.hidden_size, F = c.intermediate_size;
   const int64_t NH = c.num_attention_heads, NKV = c.num_key_value_heads, HD = c.head_dim;
+  const int64_t QD = NH * HD, KVD = NKV * HD;
+  const int64_t M = call.rows_after_attention();  // rows of the row-local part (see layer_forward)
+  const int64_t* rows = checked_rows(call);
   const float sc = call.lora != nullptr ? call.lora->scaling : 0.0f;
   int64_t rmax = 0;
   if (call.lora != nullptr)
@@ -165,30 +220,63 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   // Dropout scratch, (N, max(C, F)), used only when dropout is on.
   float* xd = call.dropout(Proj::q).p > 0 ? scratch(kXd, N * std::max(C, F)) : nullptr;
   auto u = [&](Proj p) { return a.lora_u[static_cast<size_t>(p)].data(); };
-  auto back = [&](float* dxp, const float* dy_base, const float* dy, const float* in,
-                  const ops::StoredMatrix& W, Proj p, bool acc) {
-    project_backward(dxp, dy_base, dy, in, W, call.lora != nullptr ? &call.lora->at(call.layer, p) : nullptr,
-                     sc, call.dropout(p), u(p), du, xd, N, acc);
+  auto lora_of = [&](Proj p) { return call.lora != nullptr ? &call.lora->at(call.layer, p) : nullptr; };
+  auto back = [&](float* dxp, const float* dy, const float* in, const ops::StoredMatrix& W, Proj p, int64_t m) {
+    project_backward(dxp, dy, dy, in, W, lora_of(p), sc, call.dropout(p), u(p), du, xd, m, false);
+  };
+  // LoRA parts of the projections that read `in` (m rows), as in layer_forward's lora_add; dxp
+  // null: no input gradient.
+  auto lora_back = [&](float* dxp, const float* in, int64_t m,
+                       std::initializer_list<std::pair<const float*, Proj>> dys) {
+    std::array<LoraGroupBackward, 3> group{};
+    int n = 0;
+    for (const auto& [dy, p] : dys) {
+      LoraLinear* l = lora_of(p);
+      if (l == nullptr || !l->enabled()) continue;
+      const DropoutSite d = call.dropout(p);
+      if (d.p > 0) lora_backward(dxp, dy, in, *l, sc, d, u(p), du, xd, m);
+      else group[static_cast<size_t>(n++)] = {l, dy, u(p)};
+    }
+    if (n > 0) lora_group_backward(dxp, group.data(), n, in, sc, m);
   };
 
-  // --- MLP block. dx holds dL/dx_out = dL/dx_mid (residual) + the MLP branch's share.
-  float* dh = scratch(kDh, N * F);        // (N, F)
-  float* dgate = scratch(kDgate, N * F);  // (N, F)
-  float* dup = scratch(kDup, N * F);      // (N, F)
-  back(dh, dx, dx, a.h.data(), w.down, Proj::down, false);
-  ops::swiglu_backward(dgate, dup, dh, a.gate.data(), a.up.data(), N * F);
-  float* dn = scratch(kDn, N * C);  // (N, C) gradient of a norm's output
-  back(dn, dgate, dgate, a.n2.data(), w.gate, Proj::gate, false);
-  back(dn, dup, dup, a.n2.data(), w.up, Proj::up, true);
+  // --- MLP block, on the M rows of the row-local part. dxm (M, C) holds dL/dx_out =
+  // dL/dx_mid (residual) + the MLP branch's share: dx itself, or dx's out_rows gathered.
+  float* dxm = dx;
+  if (rows != nullptr) {
+    dxm = scratch(kDxRows, M * C);
+    for (int64_t i = 0; i < M; ++i)
+      std::memcpy(dxm + i * C, dx + rows[i] * C, static_cast<size_t>(C) * sizeof(float));
+  }
+  float* dh = scratch(kDh, M * F);        // (M, F)
+  float* dgate = scratch(kDgate, M * F);  // (M, F)
+  float* dup = scratch(kDup, M * F);      // (M, F)
+  back(dh, dxm, a.h.data(), w.down, Proj::down, M);
+  ops::swiglu_backward(dgate, dup, dh, a.gate.data(), a.up.data(), M * F);
+  float* dn = scratch(kDn, N * C);  // (N, C) gradient of a norm's output (first M rows here)
+  ops::linear_backward_input(dn, dgate, w.gate, M, false);
+  ops::linear_backward_input(dn, dup, w.up, M, true);
+  lora_back(dn, a.n2.data(), M, {{dgate, Proj::gate}, {dup, Proj::up}});
   float* dnorm_in = scratch(kDnormIn, N * C);  // (N, C)
   ops::rmsnorm_backward(dnorm_in, nullptr, dn, a.x_mid.data(), w.post_attn_norm.data(),
-                        a.rstd2.data(), N, C);
-  ops::add_inplace(dx, dnorm_in, N * C);  // dx = dL/dx_mid
+                        a.rstd2.data(), M, C);
+  ops::add_inplace(dxm, dnorm_in, M * C);  // dxm = dL/dx_mid
 
   // --- attention block
-  const int64_t QD = NH * HD, KVD = NKV * HD;
   float* datt = scratch(kDatt, N * QD);  // (N, NH, HD)
-  back(datt, dx, dx, a.att.data(), w.o, Proj::o, false);
+  if (rows == nullptr) {
+    back(datt, dx, a.att.data(), w.o, Proj::o, N);
+  } else {
+    // o_proj's backward on the M rows, then datt and dx = dL/dx_mid scattered back to all N
+    // rows: zero outside out_rows (dL/dx_out was zero there and o_proj never saw those rows).
+    float* datt_rows = scratch(kDattRows, M * QD);  // (M, NH, HD)
+    back(datt_rows, dxm, a.att.data(), w.o, Proj::o, M);
+    std::memset(datt, 0, static_cast<size_t>(N * QD) * sizeof(float));
+    for (int64_t i = 0; i < M; ++i) {
+      std::memcpy(datt + rows[i] * QD, datt_rows + i * QD, static_cast<size_t>(QD) * sizeof(float));
+      std::memcpy(dx + rows[i] * C, dxm + i * C, static_cast<size_t>(C) * sizeof(float));
+    }
+  }
   float* dq = scratch(kDq, N * QD);   // (N, NH, HD)
   float* dk = scratch(kDk, N * KVD);  // (N, NKV, HD)
   float* dv = scratch(kDv, N * KVD);  // (N, NKV, HD)
@@ -196,21 +284,27 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
                           call.seg_start, s);
   ops::rope_backward(dq, call.cos, call.sin, N, NH, HD);
   ops::rope_backward(dk, call.cos, call.sin, N, NKV, HD);
-  // The base projections of q and k produced GGUF-ordered rows when permuted.
-  std::vector<float> dq_base, dk_base;
-  const float* dq_w = dq;
-  const float* dk_w = dk;
-  if (call.qk_rows_permuted) {
-    dq_base.assign(dq, dq + N * QD);
-    dk_base.assign(dk, dk + N * KVD);
-    redo_gguf_qk_permutation(dq_base.data(), N, NH, HD);
-    redo_gguf_qk_permutation(dk_base.data(), N, NKV, HD);
-    dq_w = dq_base.data();
-    dk_w = dk_base.data();
+  if (call.need_input_grad) {
+    // The base projections of q and k produced GGUF-ordered rows when permuted.
+    const float* dq_w = dq;
+    const float* dk_w = dk;
+    if (call.qk_rows_permuted) {
+      float* dq_base = scratch(kDqBase, N * QD);   // (N, NH, HD) GGUF order
+      float* dk_base = scratch(kDkBase, N * KVD);  // (N, NKV, HD)
+      std::memcpy(dq_base, dq, static_cast<size_t>(N * QD) * sizeof(float));
+      std::memcpy(dk_base, dk, static_cast<size_t>(N * KVD) * sizeof(float));
+      redo_gguf_qk_permutation(dq_base, N, NH, HD);
+      redo_gguf_qk_permutation(dk_base, N, NKV, HD);
+      dq_w = dq_base;
+      dk_w = dk_base;
+    }
+    ops::linear_backward_input(dn, dq_w, w.q, N, false);
+    ops::linear_backward_input(dn, dk_w, w.k, N, true);
+    ops::linear_backward_input(dn, dv, w.v, N, true);
   }
-  back(dn, dq_w, dq, a.n1.data(), w.q, Proj::q, false);
-  back(dn, dk_w, dk, a.n1.data(), w.k, Proj::k, true);
-  back(dn, dv, dv, a.n1.data(), w.v, Proj::v, true);
+  // The LoRA gradients of q, k, v are wanted either way; their input gradient only with dx.
+  lora_back(call.need_input_grad ? dn : nullptr, a.n1.data(), N, {{dq, Proj::q}, {dk, Proj::k}, {dv, Proj::v}});
+  if (!call.need_input_grad) return;  // dx stays dL/dx_mid: unspecified to the caller
   ops::rmsnorm_backward(dnorm_in, nullptr, dn, a.x_in.data(), w.input_norm.data(), a.rstd1.data(), N, C);
   ops::add_inplace(dx, dnorm_in, N * C);  // dx = dL/dx_in
 }

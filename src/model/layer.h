@@ -51,8 +51,21 @@ struct LayerCall {
   float* v_cache;
   const uint8_t* key_valid;         // (B, Smax)
   const int64_t* seg_start = nullptr;  // (B, T) packed rows: each token's example start; null = none
+  // Training, last layer: the rows of x_out that are read afterwards (the loss head's target
+  // positions), ascending flat indices into N; null or empty = all N rows. Everything after
+  // attention (o_proj, residual, post-attention norm, MLP) is row-local, so with a list it runs
+  // on these R rows only: x_out's other rows are left unspecified (they hold x_in), acts keeps
+  // att, x_mid, n2, rstd2, gate, up, h and lora_u of o/gate/up/down in its first R rows, and
+  // layer_backward takes dL/dx_out to be zero outside these rows (nothing read x_out there).
+  const std::vector<int64_t>* out_rows = nullptr;
+  // false: the caller never reads dL/dx_in (layer 0: the embedding is frozen), so layer_backward
+  // skips it (q/k/v input gradients, input norm backward); dx's contents are then unspecified.
+  bool need_input_grad = true;
 
   DropoutSite dropout(Proj p) const;
+  // Rows after attention: R with out_rows, else N.
+  int64_t rows_after_attention() const;
+  bool restricted() const { return out_rows != nullptr && !out_rows->empty(); }
   const LoraLinear* lora_at(Proj p) const;
   LoraLinear* lora_at(Proj p);
 };
@@ -65,8 +78,8 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& acts);
 // Training only: past == 0 and Smax == T.
 void layer_backward(const LayerCall& call, float* dx, const LayerActs& acts);
 
-// Frees the calling thread's layer_backward temporaries, which layer_backward otherwise keeps
-// from one call to the next (training calls it before the loss head's peak).
+// Frees the calling thread's layer_forward/layer_backward temporaries, which they otherwise keep
+// from one call to the next (training calls it after the backward, before the next loss head).
 void release_backward_scratch();
 
 }  // namespace medtune::model

@@ -15,6 +15,9 @@ struct DropoutSite {
   float p = 0;        // drop probability; 0 = off
   uint64_t seed = 0;  // per step: mixes the run seed and the optimizer step
   uint64_t site = 0;  // per layer and projection
+  // (N): row n of x is row rows[n] of the whole batch, whose mask it takes; null = row n. A pass
+  // over a subset of the rows (layer.h's LayerCall::out_rows) draws the masks the full pass would.
+  const int64_t* rows = nullptr;
 };
 
 // x (N, in) -> xd (N, in) with the mask of `d` applied (kept elements scaled by 1/(1-p)).
@@ -29,6 +32,30 @@ void project_forward(float* y, const float* x, const ops::StoredMatrix& W, const
 // The LoRA part alone: y (N, out) += s B (A d(x)); u (N, r) receives A d(x).
 void lora_forward_add(float* y, const float* x, const LoraLinear& lora, float s,
                       const DropoutSite& d, float* u, float* xd, int64_t N);
+
+// Projections that read the same input x (q, k, v read n1; gate and up read n2), LoRA enabled,
+// without dropout: their A matrices are stacked so that u = x [A_1; A_2; ...]^T (N, r_1 + r_2 +
+// ...) is one GEMM instead of one per projection, and so are dA and the dx term of the backward.
+// Rank-16 GEMMs are skinny, which OpenBLAS runs inefficiently: fewer, wider ones do less overhead.
+struct LoraGroupForward {
+  const LoraLinear* lora;
+  float* y;  // (N, out) += s B u
+  float* u;  // (N, r) receives A x, for the backward; may be null
+};
+struct LoraGroupBackward {
+  LoraLinear* lora;   // dA, dB accumulate here
+  const float* dy;    // (N, out) dL/dy
+  const float* u;     // (N, r) A x from the forward
+};
+void lora_group_forward(const LoraGroupForward* g, int n, const float* x, float s, int64_t N);
+// dB_i += s dy_i^T u_i,  dA_i += (s dy_i B_i)^T x,  dx (N, in) += sum_i (s dy_i B_i) A_i
+// (dx null: the input gradient is not wanted and not computed).
+void lora_group_backward(float* dx, const LoraGroupBackward* g, int n, const float* x, float s,
+                         int64_t N);
+
+// The LoRA part of project_backward alone; dx null skips the input gradient.
+void lora_backward(float* dx, const float* dy, const float* x, LoraLinear& lora, float s,
+                   const DropoutSite& d, const float* u, float* du, float* xd, int64_t N);
 
 // Backward of project_forward. dy_base drives W's part (differs from dy only when the base
 // output was permuted after projecting), dy the LoRA part.

@@ -201,10 +201,18 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
   std::copy(p.valid.begin(), p.valid.end(), cache.valid.begin());
   const ops::AttentionShape shape{batch.B, batch.T, 0, batch.T, c.num_attention_heads,
                                   c.num_key_value_heads, c.head_dim};
+  // The loss head reads the last layer's output only at the target rows, so that layer's
+  // row-local part (o_proj, MLP) runs on those rows alone (layer.h: LayerCall::out_rows); no gain
+  // when every row has a target.
+  const int64_t R = static_cast<int64_t>(p.rows.size());
+  const bool rows_only = opt.last_layer_rows_only && R > 0 && R < p.N;
   auto call_for = [&](int64_t l) {
-    return LayerCall{c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, &lora,
-                     opt.dropout_seed, true, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
-                     cache.layer_v(l), cache.valid.data(), p.segments()};
+    LayerCall call{c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, &lora,
+                   opt.dropout_seed, true, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
+                   cache.layer_v(l), cache.valid.data(), p.segments()};
+    if (rows_only && l == L - 1) call.out_rows = &p.rows;
+    call.need_input_grad = l > 0;  // the embedding is frozen: nothing reads layer 0's dL/dx_in
+    return call;
   };
 
   // Forward, keeping every layer's activations, or only its input with checkpointing.
@@ -220,6 +228,9 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
     act_bytes += opt.gradient_checkpointing ? static_cast<int64_t>(p.x.size()) * 4 : acts_bytes(a);
   }
 
+  // p.x = the last layer's output, at the target rows only when rows_only (the loss head reads
+  // nothing else). The layers' temporaries are not held through the loss head's peak.
+  release_backward_scratch();
   times.forward = clock.lap();
   TrainStepResult result;
   result.tokens = static_cast<int64_t>(p.rows.size());

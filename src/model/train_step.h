@@ -45,6 +45,9 @@ struct TrainOptions {
   bool gradient_checkpointing = false;  // keep only each layer's input; recompute in backward
   uint64_t dropout_seed = 0;            // LoRA dropout masks for this step
   StepTimes* times = nullptr;           // non-null: phase timings are added here
+  // Run the last layer's o_proj and MLP only at the target rows, the only ones the loss reads
+  // (skipped anyway when every position has a target). Off: every row, for tests to compare.
+  bool last_layer_rows_only = true;
 };
 
 struct TrainStepResult {
