@@ -1,5 +1,6 @@
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -64,12 +65,21 @@ void LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>&
 
   const ops::AttentionShape shape{B, T, past, cache.Smax, c.num_attention_heads,
                                   c.num_key_value_heads, HD};
+  // Only the rows asked for leave the last layer: its o_proj and MLP run on those alone
+  // (LayerCall::out_rows wants them ascending and distinct; keys and values still cover all rows).
+  std::vector<int64_t> last_rows(logit_rows);
+  std::sort(last_rows.begin(), last_rows.end());
+  last_rows.erase(std::unique(last_rows.begin(), last_rows.end()), last_rows.end());
+  if (!last_rows.empty() && (last_rows.front() < 0 || last_rows.back() >= N))
+    throw Internal("forward: logit row out of range");
+  if (static_cast<int64_t>(last_rows.size()) == N) last_rows.clear();  // every row: no gain
   LayerActs acts;  // reused by every layer: inference keeps nothing
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     acts.resize(c, N, lora_, l);
-    const LayerCall call{c, w_.layers[static_cast<size_t>(l)], l, w_.qk_rows_permuted, lora_, 0,
-                         false, shape, cos.data(), sin.data(), cache.layer_k(l), cache.layer_v(l),
-                         cache.valid.data()};
+    LayerCall call{c, w_.layers[static_cast<size_t>(l)], l, w_.qk_rows_permuted, lora_, 0,
+                   false, shape, cos.data(), sin.data(), cache.layer_k(l), cache.layer_v(l),
+                   cache.valid.data()};
+    if (l == c.num_hidden_layers - 1) call.out_rows = &last_rows;
     layer_forward(call, x.data(), acts);
   }
   cache.length = past + T;

@@ -1,5 +1,6 @@
-// Forward-pass invariants: incremental decoding with the KV cache equals one full pass, and a
-// padded row in a batch gives the same logits as the row alone.
+// Forward-pass invariants: incremental decoding with the KV cache equals one full pass, a
+// padded row in a batch gives the same logits as the row alone, and logits for a few rows equal
+// those rows of the full pass.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -48,6 +49,34 @@ TEST(Forward, PaddedRowMatchesUnpaddedRow) {
   const auto alone = m.logits(model::Batch{1, 2, {42, 7}, {}});
   // Row 1, positions 0 and 1: the padding after them must not change anything.
   EXPECT_LE(testing::nmse(both.data() + 5 * V, alone.data(), static_cast<size_t>(2 * V)), kNmse);
+}
+
+// logit_rows: only those rows leave the last layer (its o_proj and MLP run on them alone), in
+// any order and with repeats, and after a cached prefix (the scorer's options pass) as well.
+TEST(Forward, LogitRowsEqualThoseRowsOfTheFullPass) {
+  model::LlamaModel m(io::open_checkpoint(kFixture));
+  const int64_t V = m.config().vocab_size;
+  const std::vector<int32_t> ids = {3, 17, 5, 42, 9, /* row 1 */ 1, 30, 11, 2, 8};
+  const auto want = m.logits(model::Batch{2, 5, ids, {}});  // (10, V)
+  const auto expect_rows = [&](const std::vector<float>& got, const std::vector<int64_t>& full_rows) {
+    ASSERT_EQ(got.size(), full_rows.size() * static_cast<size_t>(V));
+    for (size_t i = 0; i < full_rows.size(); ++i)
+      EXPECT_LE(testing::nmse(got.data() + i * V, want.data() + full_rows[i] * V, static_cast<size_t>(V)), kNmse)
+          << "row " << full_rows[i];
+  };
+
+  model::KvCache cache(m.config(), 2, 5);
+  std::vector<float> got;
+  const std::vector<int64_t> rows = {7, 2, 9, 2, 0};
+  m.forward(model::Batch{2, 5, ids, {}}, cache, got, rows);
+  expect_rows(got, rows);
+
+  // Positions 0-2 of both rows, then 3-4 with logits for (row 1, 4) and (row 0, 3) only.
+  model::KvCache cached(m.config(), 2, 5);
+  std::vector<float> prefix;
+  m.forward(model::Batch{2, 3, {3, 17, 5, 1, 30, 11}, {}}, cached, prefix, {2});
+  m.forward(model::Batch{2, 2, {42, 9, 2, 8}, {}}, cached, got, {3, 0});  // flat rows of (2, 2)
+  expect_rows(got, {9, 3});
 }
 
 TEST(Forward, TokenOutsideVocabularyIsBadInput) {
