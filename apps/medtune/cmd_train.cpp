@@ -11,6 +11,8 @@
 #include <memory>
 #include <optional>
 
+#include <omp.h>
+
 #include "commands.h"
 #include "core/error.h"
 #include "eval/medqa.h"
@@ -18,6 +20,7 @@
 #include "eval/scorer.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
+#include "model/row_shards.h"
 #include "model_files.h"
 #include "tokenizer/chat_template.h"
 #include "train/batcher.h"
@@ -124,21 +127,19 @@ std::string mib(double bytes) {
 void print_memory_plan(const train::TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
                        int64_t weight_bytes, int64_t nf4_bytes = 0) {
   const double f = 4.0;  // bytes per fp32
-  const auto N = static_cast<double>(cfg.micro_batch_size * cfg.sequence_len);
-  const auto C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
-  const auto L = static_cast<double>(c.num_hidden_layers);
-  const auto qdim = static_cast<double>(c.num_attention_heads * c.head_dim);
+  const int64_t N = cfg.micro_batch_size * cfg.sequence_len;
   const auto kvdim = static_cast<double>(c.num_key_value_heads * c.head_dim);
-  double lora_r_total = 0;  // sum of r over the adapted projections of a layer
-  for (const auto& ll : lora.layers.front()) lora_r_total += static_cast<double>(ll.r);
-  // model/layer.h LayerActs: x_in, n1, x_mid, n2 (C each), rstd1, rstd2 (1 each), q, att (NH*HD
-  // each), gate, up, h (F each), lora_u (r per adapted projection).
-  const double layer_acts = N * f * (4 * C + 2 + 2 * qdim + 3 * F + lora_r_total);
-  const double kv = L * N * f * 2 * kvdim;  // keys and values of every layer (training: Smax = T)
-  const double acts_full = L * layer_acts;
-  const double acts_ckpt = L * N * f * C + layer_acts;  // each layer's input + one layer recomputed
+  const double kv = static_cast<double>(c.num_hidden_layers) * static_cast<double>(N) * f * 2 * kvdim;  // keys and values of every layer (training: Smax = T)
+  const double acts_full = model::planned_activation_bytes(c, lora, N, false);
+  const double acts_ckpt = model::planned_activation_bytes(c, lora, N, true);
   const double params = static_cast<double>(lora.num_parameters()) * f;
   const double acts = cfg.gradient_checkpointing ? acts_ckpt : acts_full;
+  // Row shards (model/row_shards.h): each shard past the first holds an adapter copy.
+  const int threads = cfg.num_threads > 0 ? static_cast<int>(cfg.num_threads) : omp_get_max_threads();
+  model::TrainOptions step_opt;
+  step_opt.gradient_checkpointing = cfg.gradient_checkpointing;
+  const int64_t shards = model::row_shards_for(c, lora, cfg.micro_batch_size, cfg.sequence_len, step_opt, threads);
+  const double copies = static_cast<double>(shards - 1) * model::shard_copy_bytes(lora);
   std::cout << "memory plan (fp32 CPU; micro_batch_size " << cfg.micro_batch_size << " x sequence_len "
             << cfg.sequence_len << "):\n"
             << "  base weights (mapped, file)  " << mib(static_cast<double>(weight_bytes)) << "\n"
@@ -150,8 +151,10 @@ void print_memory_plan(const train::TrainConfig& cfg, const ModelConfig& c, cons
             << "  AdamW moments (m, v)         " << mib(2 * params) << "\n"
             << "  activations                  " << mib(acts) << (cfg.gradient_checkpointing ? " (checkpointing on; off: " + mib(acts_full) + ")" : " (checkpointing off; on: " + mib(acts_ckpt) + ")") << "\n"
             << "  keys/values                  " << mib(kv) << "\n"
+            << "  row shards                   " << shards << " on " << threads << " threads"
+            << (shards > 1 ? ", adapter copies " + mib(copies) : std::string()) << "\n"
             << "  total (excluding the loss head's logits chunk) "
-            << mib(static_cast<double>(weight_bytes + nf4_bytes) + 4 * params + acts + kv) << "\n";
+            << mib(static_cast<double>(weight_bytes + nf4_bytes) + 4 * params + acts + kv + copies) << "\n";
 }
 
 }  // namespace

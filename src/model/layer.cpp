@@ -92,6 +92,7 @@ DropoutSite LayerCall::dropout(Proj p) const {
   if (!training || lora == nullptr || lora->config.dropout <= 0) return {};
   DropoutSite d{static_cast<float>(lora->config.dropout), dropout_seed,
                 static_cast<uint64_t>(layer * kNumProj + static_cast<int>(p))};
+  d.row0 = row0;
   // o, gate, up, down run after attention: on out_rows only, with those rows' masks.
   if (restricted() && static_cast<int>(p) >= static_cast<int>(Proj::o)) d.rows = out_rows->data();
   return d;

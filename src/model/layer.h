@@ -61,6 +61,8 @@ struct LayerCall {
   // false: the caller never reads dL/dx_in (layer 0: the embedding is frozen), so layer_backward
   // skips it (q/k/v input gradients, input norm backward); dx's contents are then unspecified.
   bool need_input_grad = true;
+  // Flat index of row 0 within the whole batch when this is one shard of it (LoRA dropout masks).
+  int64_t row0 = 0;
 
   DropoutSite dropout(Proj p) const;
   // Rows after attention: R with out_rows, else N.

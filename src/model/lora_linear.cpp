@@ -32,7 +32,7 @@ void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const Dropou
 #pragma omp parallel for schedule(static) if (N * in > 65536)
   for (int64_t n = 0; n < N; ++n) {
     // Element (row, j) of the whole batch draws from counter row * in + j.
-    const uint64_t first = base + static_cast<uint64_t>((d.rows != nullptr ? d.rows[n] : n) * in);
+    const uint64_t first = base + static_cast<uint64_t>((d.row0 + (d.rows != nullptr ? d.rows[n] : n)) * in);
     for (int64_t j = 0; j < in; ++j) {
       const int64_t i = n * in + j;
       const bool drop = (mix(first + static_cast<uint64_t>(j)) >> 40) < threshold;

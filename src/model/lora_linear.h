@@ -18,6 +18,9 @@ struct DropoutSite {
   // (N): row n of x is row rows[n] of the whole batch, whose mask it takes; null = row n. A pass
   // over a subset of the rows (layer.h's LayerCall::out_rows) draws the masks the full pass would.
   const int64_t* rows = nullptr;
+  // Added to every row index: the batch's first row within a larger batch split by rows
+  // (train_step.h: row shards), so that each shard draws the masks the whole batch would.
+  int64_t row0 = 0;
 };
 
 // x (N, in) -> xd (N, in) with the mask of `d` applied (kept elements scaled by 1/(1-p)).

@@ -10,6 +10,7 @@
 #include "core/quant.h"
 #include "model/layer.h"
 #include "model/rope.h"
+#include "model/row_shards.h"
 #include "ops/backward.h"
 #include "ops/ops.h"
 
@@ -189,8 +190,9 @@ int64_t acts_bytes(const LayerActs& a) {
 
 }  // namespace
 
-TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
-                                 const TrainOptions& opt) {
+namespace detail {
+TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
+                                          const TrainOptions& opt, int64_t row0) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   const int64_t L = c.num_hidden_layers, C = c.hidden_size;
@@ -212,6 +214,7 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
                    cache.layer_v(l), cache.valid.data(), p.segments()};
     if (rows_only && l == L - 1) call.out_rows = &p.rows;
     call.need_input_grad = l > 0;  // the embedding is frozen: nothing reads layer 0's dL/dx_in
+    call.row0 = row0;
     return call;
   };
 
@@ -258,6 +261,7 @@ TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const Tra
                                  cache.bytes();
   return result;
 }
+}  // namespace detail
 
 namespace {
 // Forward through every layer without gradients: p.x becomes the last layer's output (N, C).

@@ -48,6 +48,9 @@ struct TrainOptions {
   // Run the last layer's o_proj and MLP only at the target rows, the only ones the loss reads
   // (skipped anyway when every position has a target). Off: every row, for tests to compare.
   bool last_layer_rows_only = true;
+  // Row shards (model/row_shards.h): 0 = automatic, 1 = one pass with every op on all threads,
+  // S > 1 = S shards (at most B) run on S threads at once.
+  int64_t row_shards = 0;
 };
 
 struct TrainStepResult {
@@ -57,6 +60,7 @@ struct TrainStepResult {
 };
 
 // Adds this batch's gradients (times loss_scale) into lora's dA/dB; does not zero them first.
+// With several threads the rows may be split into shards, one per thread (model/row_shards.h).
 TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
                                  const TrainOptions& opt);
 

@@ -5,6 +5,7 @@
 //    the last layer on all rows, with and without gradient checkpointing and with LoRA dropout
 //    (the rows subset must draw the masks the full rows do);
 //  - with a target at every position the shortcut is skipped: bit-identical results.
+//  - row shards: the rows split over several single-threaded passes (TrainOptions::row_shards).
 // The other shortcuts (stacked LoRA A's of q/k/v and gate/up, no input gradient for layer 0) are
 // on in both runs; tests/unit/model/test_packing.cpp and train/test_parity.cpp check those
 // against transformers + PEFT.
@@ -21,9 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "model/lora.h"
+#include "model/row_shards.h"
 #include "model/train_step.h"
 
 namespace medtune {
@@ -67,13 +70,15 @@ model::TrainBatch make_batch(int64_t V, int64_t B, int64_t T, int64_t answer) {
   return b;
 }
 
-Step step(model::LlamaModel& m, double dropout, const model::TrainBatch& b, bool rows_only, bool checkpointing) {
+Step step(model::LlamaModel& m, double dropout, const model::TrainBatch& b, bool rows_only, bool checkpointing,
+          int64_t row_shards = 0) {
   model::LoraWeights lora = make_lora(m.config(), dropout);
   model::TrainOptions opt;
   opt.loss_scale = 0.25;
   opt.gradient_checkpointing = checkpointing;
   opt.dropout_seed = dropout > 0 ? 77 : 0;
   opt.last_layer_rows_only = rows_only;
+  opt.row_shards = row_shards;
   lora.zero_grad();
   Step s;
   s.loss = model::forward_backward(m, lora, b, opt).loss_sum;
@@ -137,6 +142,59 @@ TEST_P(RowsOnly, TargetsEverywhereSkipTheShortcut) {
   const Step got = step(m, 0.0, b, true, false);
   EXPECT_EQ(got.loss, want.loss);
   EXPECT_EQ(got.grads, want.grads);
+}
+
+// Row shards (model/row_shards.h): the batch's rows split over 2 or 3 single-threaded passes give
+// the one-pass loss and gradients up to the order of the shards' sums (same 1e-5 bound), LoRA
+// dropout included (each shard draws its rows' masks), and run twice give the same bits.
+TEST_P(RowsOnly, RowShardsMatchOnePass) {
+  model::LlamaModel m(io::open_checkpoint(MEDTUNE_SOURCE_DIR "/tests/fixtures/" + GetParam()));
+  const model::TrainBatch b = make_batch(m.config().vocab_size, 4, 9, 3);
+  for (const double dropout : {0.0, 0.1}) {
+    const Step want = step(m, dropout, b, true, false, 1);
+    expect_nonzero(want);
+    for (const int64_t shards : {2, 3}) {
+      SCOPED_TRACE("dropout " + std::to_string(dropout) + ", " + std::to_string(shards) + " shards");
+      const Step got = step(m, dropout, b, true, false, shards);
+      expect_close(got, want);
+      const Step again = step(m, dropout, b, true, false, shards);
+      EXPECT_EQ(again.loss, got.loss);
+      EXPECT_EQ(again.grads, got.grads);
+    }
+  }
+}
+
+TEST(RowShards, AutomaticCountFollowsRowsThreadsAndMemory) {
+  model::LlamaModel m(io::open_checkpoint(MEDTUNE_SOURCE_DIR "/tests/fixtures/nf4/tiny_llama/base"));
+  const ModelConfig& c = m.config();
+  const model::LoraWeights small = make_lora(c, 0.0);  // r 4
+  model::TrainOptions automatic;
+  EXPECT_EQ(model::row_shards_for(c, small, 4, 256, automatic, 2), 2);
+  EXPECT_EQ(model::row_shards_for(c, small, 4, 256, automatic, 8), 4);  // never more than rows
+  EXPECT_EQ(model::row_shards_for(c, small, 1, 256, automatic, 8), 1);
+  EXPECT_EQ(model::row_shards_for(c, small, 4, 256, automatic, 1), 1);
+  // Adapter copies larger than a quarter of the activations (rank 64, 1 token per row): one pass.
+  model::LoraConfig big;
+  big.r = 64;
+  big.alpha = 64;
+  big.targets = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::o,
+                 model::Proj::gate, model::Proj::up, model::Proj::down};
+  const model::LoraWeights wide = model::init_lora(c, big, 1);
+  ASSERT_GT(model::shard_copy_bytes(wide), 0.25 * model::planned_activation_bytes(c, wide, 4, false));
+  EXPECT_EQ(model::row_shards_for(c, wide, 4, 1, automatic, 2), 1);
+  model::TrainOptions asked;
+  asked.row_shards = 3;
+  EXPECT_EQ(model::row_shards_for(c, wide, 2, 1, asked, 1), 2);  // asked for, capped at B
+}
+
+TEST(RowShards, BadInputInAnyShardIsThrownToTheCaller) {
+  model::LlamaModel m(io::open_checkpoint(MEDTUNE_SOURCE_DIR "/tests/fixtures/nf4/tiny_llama/base"));
+  model::TrainBatch b = make_batch(m.config().vocab_size, 4, 5, 2);
+  b.ids.back() = static_cast<int32_t>(m.config().vocab_size);  // last row: outside the vocabulary
+  model::LoraWeights lora = make_lora(m.config(), 0.0);
+  model::TrainOptions opt;
+  opt.row_shards = 2;
+  EXPECT_THROW(model::forward_backward(m, lora, b, opt), BadInput);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, RowsOnly,

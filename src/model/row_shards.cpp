@@ -1,0 +1,119 @@
+#include "model/row_shards.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+namespace medtune::model {
+
+double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, int64_t N,
+                                bool gradient_checkpointing) {
+  const double f = 4.0, n = static_cast<double>(N);  // fp32
+  const auto C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
+  const auto L = static_cast<double>(c.num_hidden_layers);
+  const auto qdim = static_cast<double>(c.num_attention_heads * c.head_dim);
+  double lora_r_total = 0;  // sum of r over the adapted projections of a layer
+  if (!lora.layers.empty())
+    for (const auto& ll : lora.layers.front()) lora_r_total += static_cast<double>(ll.r);
+  // layer.h LayerActs: x_in, n1, x_mid, n2 (C each), rstd1, rstd2 (1 each), q, att (NH*HD each),
+  // gate, up, h (F each), lora_u (r per adapted projection).
+  const double layer = n * f * (4 * C + 2 + 2 * qdim + 3 * F + lora_r_total);
+  return gradient_checkpointing ? L * n * f * C + layer : L * layer;
+}
+
+double shard_copy_bytes(const LoraWeights& lora) {
+  return 2.0 * 4.0 * static_cast<double>(lora.num_parameters());  // A, B and dA, dB in fp32
+}
+
+int64_t row_shards_for(const ModelConfig& c, const LoraWeights& lora, int64_t B, int64_t T,
+                       const TrainOptions& opt, int threads) {
+  if (opt.row_shards > 0) return std::min(opt.row_shards, B);
+  const int64_t shards = std::min<int64_t>(B, threads);
+  if (shards <= 1) return 1;
+  const double extra = static_cast<double>(shards - 1) * shard_copy_bytes(lora);
+  // Measured against the activations without checkpointing whether it is on or not, so that
+  // checkpointing never changes the shard count (and so the gradients' bits).
+  return extra <= 0.25 * planned_activation_bytes(c, lora, B * T, false) ? shards : 1;
+}
+
+namespace {
+
+// Rows [r0, r1) of a batch.
+TrainBatch rows_of(const TrainBatch& b, int64_t r0, int64_t r1) {
+  TrainBatch s;
+  s.B = r1 - r0;
+  s.T = b.T;
+  const auto slice = [&](const auto& v) {
+    using V = std::decay_t<decltype(v)>;
+    return v.empty() ? V{} : V(v.begin() + r0 * b.T, v.begin() + r1 * b.T);
+  };
+  s.ids = slice(b.ids);
+  s.mask = slice(b.mask);
+  s.targets = slice(b.targets);
+  s.positions = slice(b.positions);
+  return s;
+}
+
+// The adapter copies of shards 1, 2, ..., kept from step to step (per calling thread), so that a
+// run allocates them once.
+std::vector<LoraWeights>& shard_adapters() {
+  thread_local std::vector<LoraWeights> copies;
+  return copies;
+}
+
+void add_gradients(LoraWeights& into, const LoraWeights& from) {
+  for (size_t l = 0; l < into.layers.size(); ++l)
+    for (size_t p = 0; p < into.layers[l].size(); ++p) {
+      LoraLinear& dst = into.layers[l][p];
+      const LoraLinear& src = from.layers[l][p];
+      for (size_t i = 0; i < dst.dA.size(); ++i) dst.dA[i] += src.dA[i];
+      for (size_t i = 0; i < dst.dB.size(); ++i) dst.dB[i] += src.dB[i];
+    }
+}
+
+}  // namespace
+
+TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
+                                 const TrainOptions& opt) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t S = row_shards_for(model.config(), lora, batch.B, batch.T, opt, threads);
+  if (S <= 1) return detail::forward_backward_one_pass(model, lora, batch, opt, 0);
+
+  std::vector<LoraWeights>& copies = shard_adapters();
+  copies.resize(static_cast<size_t>(S - 1));
+  for (LoraWeights& copy : copies) {
+    copy = lora;  // same A, B; reuses the copy's storage after the first step
+    copy.zero_grad();
+  }
+  std::vector<TrainStepResult> results(static_cast<size_t>(S));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(S));
+  // One shard per thread; inside, every op and BLAS call runs on its own thread (nested
+  // parallelism is off), so the shards never wait for each other until the end.
+#pragma omp parallel for num_threads(static_cast<int>(S)) schedule(static, 1)
+  for (int64_t s = 0; s < S; ++s) {
+    try {
+      const int64_t r0 = batch.B * s / S, r1 = batch.B * (s + 1) / S;
+      TrainOptions o = opt;
+      if (s > 0) o.times = nullptr;  // phases timed on the calling thread's shard
+      LoraWeights& target = s == 0 ? lora : copies[static_cast<size_t>(s - 1)];
+      results[static_cast<size_t>(s)] =
+          detail::forward_backward_one_pass(model, target, rows_of(batch, r0, r1), o, r0 * batch.T);
+    } catch (...) {
+      errors[static_cast<size_t>(s)] = std::current_exception();
+    }
+  }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  TrainStepResult total;
+  for (size_t s = 0; s < results.size(); ++s) {  // shard order: deterministic sums
+    if (s > 0) add_gradients(lora, copies[s - 1]);
+    total.loss_sum += results[s].loss_sum;
+    total.tokens += results[s].tokens;
+    total.peak_activation_bytes += results[s].peak_activation_bytes;
+  }
+  return total;
+}
+
+}  // namespace medtune::model
