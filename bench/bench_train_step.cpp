@@ -7,7 +7,7 @@
 // with OpenMP's spinning waits it counts idle threads too, so compare it at --threads 1).
 //
 //   bench_train_step MODEL [--batch 4] [--seq 256] [--rank 16] [--steps 5] [--threads N]
-//                    [--checkpointing 0|1] [--answer-tokens K]
+//                    [--checkpointing 0|1] [--answer-tokens K] [--row-shards S]
 // --answer-tokens K > 0: only the last K positions of each row are targets (completion-only loss,
 // as in MCQ fine-tuning where the prompt is masked); 0 (default): every next token.
 #include <omp.h>
@@ -39,11 +39,11 @@ int main(int argc, char** argv) {
   using namespace medtune;
   if (argc < 2) {
     std::cerr << "usage: bench_train_step MODEL [--batch B] [--seq T] [--rank R] [--steps N] [--threads N] "
-                 "[--checkpointing 0|1] [--answer-tokens K]\n";
+                 "[--checkpointing 0|1] [--answer-tokens K] [--row-shards S]\n";
     return 2;
   }
   const std::string path = argv[1];
-  int64_t B = 4, T = 256, rank = 16, steps = 5, ckpt = 0, answer = 0;
+  int64_t B = 4, T = 256, rank = 16, steps = 5, ckpt = 0, answer = 0, shards = 0;
   int threads = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     else if (k == "--threads") threads = static_cast<int>(v);
     else if (k == "--checkpointing") ckpt = v;
     else if (k == "--answer-tokens") answer = v;
+    else if (k == "--row-shards") shards = v;
   }
   if (threads > 0) omp_set_num_threads(threads);
 
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
   model::TrainOptions opt;
   opt.loss_scale = 1.0 / static_cast<double>(B * (T - 1 - first));
   opt.gradient_checkpointing = ckpt != 0;
+  opt.row_shards = shards;  // 0: automatic (model/row_shards.h)
   std::vector<double> times, cpu_times;
   // Per phase, one entry per timed step: forward, loss head, backward, optimizer; wall and CPU.
   std::vector<double> t_fwd, t_loss, t_bwd, t_opt, c_fwd, c_loss, c_bwd, c_opt;
