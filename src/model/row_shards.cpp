@@ -30,8 +30,11 @@ double shard_copy_bytes(const LoraWeights& lora) {
 int64_t row_shards_for(const ModelConfig& c, const LoraWeights& lora, int64_t B, int64_t T,
                        const TrainOptions& opt, int threads) {
   if (opt.row_shards > 0) return std::min(opt.row_shards, B);
-  const int64_t shards = std::min<int64_t>(B, threads);
-  if (shards <= 1) return 1;
+  // One shard per thread, and only when every thread gets rows: with fewer rows than threads
+  // (say 4 rows on 16 cores) single-threaded shards would leave cores idle, while one pass
+  // splits every op over all of them.
+  if (threads <= 1 || B < threads) return 1;
+  const int64_t shards = threads;
   const double extra = static_cast<double>(shards - 1) * shard_copy_bytes(lora);
   // Measured against the activations without checkpointing whether it is on or not, so that
   // checkpointing never changes the shard count (and so the gradients' bits).

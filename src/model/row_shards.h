@@ -25,9 +25,10 @@ double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, i
 // Bytes of one shard's adapter copy (parameters and gradients).
 double shard_copy_bytes(const LoraWeights& lora);
 
-// Shards for a batch of B rows: opt.row_shards when set, else min(B, threads) when the extra
-// shards' adapter copies cost at most a quarter of the activations (as without checkpointing,
-// so that checkpointing does not change the count), else 1.
+// Shards for a batch of B rows: opt.row_shards when set (at most B), else one per thread when
+// there are at least as many rows as threads and the extra shards' adapter copies cost at most
+// a quarter of the activations (as without checkpointing, so that checkpointing does not change
+// the count), else 1.
 int64_t row_shards_for(const ModelConfig& c, const LoraWeights& lora, int64_t B, int64_t T,
                        const TrainOptions& opt, int threads);
 

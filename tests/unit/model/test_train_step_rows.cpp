@@ -170,8 +170,9 @@ TEST(RowShards, AutomaticCountFollowsRowsThreadsAndMemory) {
   const model::LoraWeights small = make_lora(c, 0.0);  // r 4
   model::TrainOptions automatic;
   EXPECT_EQ(model::row_shards_for(c, small, 4, 256, automatic, 2), 2);
-  EXPECT_EQ(model::row_shards_for(c, small, 4, 256, automatic, 8), 4);  // never more than rows
-  EXPECT_EQ(model::row_shards_for(c, small, 1, 256, automatic, 8), 1);
+  EXPECT_EQ(model::row_shards_for(c, small, 6, 256, automatic, 4), 4);  // one per thread
+  EXPECT_EQ(model::row_shards_for(c, small, 4, 256, automatic, 8), 1);  // cores would idle
+  EXPECT_EQ(model::row_shards_for(c, small, 1, 256, automatic, 2), 1);
   EXPECT_EQ(model::row_shards_for(c, small, 4, 256, automatic, 1), 1);
   // Adapter copies larger than a quarter of the activations (rank 64, 1 token per row): one pass.
   model::LoraConfig big;
