@@ -1,6 +1,7 @@
 // Test helpers: seeded random buffers, guarded output buffers, and error metrics.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -43,6 +44,18 @@ inline double nmse(const float* a, const float* b, size_t n) {
     const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
     num += d * d;
     den += static_cast<double>(b[i]) * static_cast<double>(b[i]);
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Largest elementwise error relative to the reference's largest magnitude: max |a - b| / max |b|
+// (b the reference; max |a - b| itself when b is all zeros).
+template <typename A, typename B>
+double max_rel(const std::vector<A>& a, const std::vector<B>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    den = std::max(den, std::fabs(static_cast<double>(b[i])));
   }
   return den > 0 ? num / den : num;
 }

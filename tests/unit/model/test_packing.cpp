@@ -33,6 +33,7 @@
 #include "model/llama.h"
 #include "model/lora_peft.h"
 #include "model/train_step.h"
+#include "support/buffers.h"
 
 namespace medtune {
 namespace {
@@ -48,16 +49,7 @@ std::vector<std::string> fixture_dirs() {
   return dirs;
 }
 
-// max |a − b| / max |b|
-template <typename A, typename B>
-double max_rel(const std::vector<A>& a, const std::vector<B>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return num / den;
-}
+using testing::max_rel;
 
 std::vector<float> flat_grads(const model::LoraWeights& lora) {
   std::vector<float> g;

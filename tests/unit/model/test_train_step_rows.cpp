@@ -28,6 +28,7 @@
 #include "model/lora.h"
 #include "model/row_shards.h"
 #include "model/train_step.h"
+#include "support/buffers.h"
 
 namespace medtune {
 namespace {
@@ -90,15 +91,7 @@ Step step(model::LlamaModel& m, double dropout, const model::TrainBatch& b, bool
   return s;
 }
 
-// max |a − b| / max |b|
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return den > 0 ? num / den : num;
-}
+using testing::max_rel;
 
 void expect_close(const Step& got, const Step& want) {
   EXPECT_LE(std::fabs(got.loss - want.loss) / std::fabs(want.loss), kRowsOnly) << "loss";

@@ -16,6 +16,7 @@
 #include "train/batcher.h"
 #include "train/packing.h"
 #include "train/trainer.h"
+#include "support/buffers.h"
 
 namespace medtune::train {
 namespace {
@@ -191,14 +192,7 @@ std::vector<float> flat_grads(const model::LoraWeights& lora) {
   return g;
 }
 
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num = std::max(num, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
-    den = std::max(den, std::fabs(static_cast<double>(b[i])));
-  }
-  return num / den;
-}
+using testing::max_rel;
 
 // A packed micro-batch (2 rows holding 7 examples) trains as the 7 examples in 7 padded rows:
 // the same loss and LoRA gradients, with and without gradient checkpointing. Tolerance 1e-5 of
