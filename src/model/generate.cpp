@@ -1,6 +1,8 @@
 #include "model/generate.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "core/error.h"
 
@@ -19,6 +21,12 @@ std::vector<int32_t> generate(LlamaModel& model, const std::vector<int32_t>& pro
   // The prompt in one pass, then one token at a time; only the last position's logits are needed.
   model.forward(batch, cache, logits, {batch.T - 1});
   for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
+    // A NaN logit makes every comparison false: greedy would pick token 0 and sampling garbage.
+    for (int64_t v = 0; v < V; ++v)
+      if (!std::isfinite(logits[static_cast<size_t>(v)]))
+        throw BadInput("generate: the logits for token " + std::to_string(i + 1) + " are not finite (token id " +
+                       std::to_string(v) + ": " + std::to_string(logits[static_cast<size_t>(v)]) +
+                       "): the model's weights or the adapter hold NaN/Inf or overflow; check them with --check-tensors");
     const int32_t next = sampler.next(logits.data(), V);
     out.push_back(next);
     if (on_token && !on_token(next)) break;

@@ -1,5 +1,9 @@
 #include "model/lora_peft.h"
 
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
 #include "core/error.h"
 
 namespace medtune::model {
@@ -15,6 +19,15 @@ LoraWeights lora_from_peft(const io::PeftAdapter& adapter, const ModelConfig& c,
   w.scaling = static_cast<float>(adapter.scaling());
   w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
   for (const auto& pair : adapter.pairs) {
+    // A NaN in an adapter turns every output of its layer into NaN: refused by name here rather
+    // than found as an empty generation or a NaN log-probability.
+    for (const auto& [which, values] : {std::pair{"lora_A", &pair.A}, std::pair{"lora_B", &pair.B}}) {
+      const auto bad = std::find_if(values->begin(), values->end(), [](float x) { return !std::isfinite(x); });
+      if (bad != values->end())
+        throw BadInput(origin + ": module '" + pair.module + "': " + which + " holds " +
+                       (std::isnan(*bad) ? "NaN" : "Inf") + " at element " + std::to_string(bad - values->begin()) +
+                       " (an adapter from a run that diverged?)");
+    }
     bool bound = false;
     for (int64_t l = 0; l < c.num_hidden_layers && !bound; ++l)
       for (int p = 0; p < kNumProj && !bound; ++p) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/half.h"
 #include "core/quant.h"
 #include "core/tensor_convert.h"
@@ -78,6 +79,24 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // W + s*B*A formed in fp64 by medtune equals numpy's float64 result up to fp64 summation order:
 // r + 2 roundings of at most 2^-53 of the magnitude |W| + s*sum_k |B_ok A_ki| each (r = 4 here,
 // so 8 * 2^-53 * magnitude bounds the difference).
+// An adapter holding NaN (a diverged run's) is refused by module and element when it is bound to
+// the model, instead of producing NaN logits (issue #18, item 5).
+TEST(Merge, NonFiniteAdapterIsRefusedByModule) {
+  const std::string dir = kHf + "llama_gqa/adapter_init";
+  const io::Checkpoint ck = io::open_checkpoint(kHf + "llama_gqa/base");
+  io::PeftAdapter a = io::read_peft_adapter(dir);
+  ASSERT_FALSE(a.pairs.empty());
+  a.pairs[1].B[2] = std::nanf("");
+  try {
+    lora_from_peft(a, ck.config, dir);
+    FAIL() << "no exception";
+  } catch (const BadInput& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(dir + ": module '" + a.pairs[1].module + "': lora_B holds NaN at element 2"), std::string::npos)
+        << msg;
+  }
+}
+
 TEST(Merge, MatchesFp64ReferenceFromCommittedFiles) {
   const io::Checkpoint ck = io::open_checkpoint(kHf + "llama_gqa/base");
   const LoraWeights lora = adapter_for("llama_gqa", ck.config);
