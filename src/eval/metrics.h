@@ -20,6 +20,7 @@ struct QuestionResult {
   std::vector<double> option_logprobs;  // per option; may be empty
   std::vector<double> option_probs;     // softmax over options; derived from logprobs if empty
   int pred_norm = -1;                   // acc_norm prediction when option-text scoring
+  int64_t truncated_tokens = 0;         // prompt tokens dropped from the left to fit the context
 };
 
 // Accuracy of a group of questions.

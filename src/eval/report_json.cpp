@@ -77,6 +77,7 @@ json question_result_json(const QuestionResult& r) {
                                         : r.option_probs;
   if (!probs.empty()) j["option_probs"] = probs;
   if (r.pred_norm >= 0) j["pred_norm"] = letter_or_null(r.pred_norm);
+  if (r.truncated_tokens > 0) j["truncated_tokens"] = r.truncated_tokens;
   return j;
 }
 

@@ -113,8 +113,23 @@ std::vector<double> continuation_logliks(model::LlamaModel& model, const model::
 
 ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& prompts,
                               const McqItem& item, Scoring scoring) {
-  const TokenizedQuestion tq = prompts.tokenize(item, scoring == Scoring::text);
+  TokenizedQuestion tq = prompts.tokenize(item, scoring == Scoring::text);
   const auto& conts = scoring == Scoring::text ? tq.text_tokens : tq.letter_tokens;
+  // The context length: lm-eval's loglikelihood keeps the last max_length + 1 tokens of context +
+  // continuation (the model sees all but the last), dropping from the left. With one prompt
+  // shared by all options, the longest option sets the cut.
+  const int64_t n_ctx = model.config().max_position_embeddings;
+  int64_t longest = 0;
+  for (const auto& c : conts) longest = std::max<int64_t>(longest, static_cast<int64_t>(c.size()));
+  int64_t dropped = 0;
+  if (n_ctx > 0 && static_cast<int64_t>(tq.context.size()) + longest - 1 > n_ctx) {
+    const int64_t keep = n_ctx + 1 - longest;
+    if (keep < 1)
+      throw BadInput(item.id + ": an option is " + std::to_string(longest) + " tokens, longer than the model's context (" +
+                     std::to_string(n_ctx) + " tokens, max_position_embeddings)");
+    dropped = static_cast<int64_t>(tq.context.size()) - keep;
+    tq.context.erase(tq.context.begin(), tq.context.begin() + dropped);
+  }
   const int64_t P = static_cast<int64_t>(tq.context.size());
   model::KvCache prefix(model.config(), 1, P);
   std::vector<float> last;
@@ -126,7 +141,12 @@ ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& pr
   r.id = item.id;
   r.meta_info = item.meta_info;
   r.gold = item.answer;
+  r.truncated_tokens = dropped;
   r.option_logprobs = continuation_logliks(model, prefix, last, conts);
+  for (double ll : r.option_logprobs)
+    if (!std::isfinite(ll))
+      throw BadInput(item.id + ": the model's log-probabilities are not finite (" + std::to_string(ll) +
+                     "): its weights or the adapter hold NaN/Inf or overflow; check them with --check-tensors");
   r.option_probs = softmax(r.option_logprobs);
   r.pred = argmax(r.option_logprobs);
   if (scoring == Scoring::text) {
