@@ -3,7 +3,10 @@
 // the forward pass and that we do not implement is refused by name rather than ignored.
 #include "io/peft_adapter.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -96,6 +99,83 @@ void require_off(const ConfigReader& c, const std::string& key, const std::strin
   throw BadInput(c.field(key) + " is " + v->dump() + ": " + what + " is not supported yet");
 }
 
+// exclude_modules: null, "" and [] are off (PEFT tests it for truth). A string is a regex PEFT
+// matches with re.fullmatch; we take only the list form (names matched as target_modules are).
+std::vector<std::string> parse_exclude_modules(const ConfigReader& c) {
+  const json* v = c.find("exclude_modules");
+  if (v == nullptr || v->is_null() || (v->is_string() && v->get<std::string>().empty())) return {};
+  if (v->is_string())
+    throw BadInput(c.field("exclude_modules") + " is the regex " + v->dump() +
+                   ": only a list of module names is supported yet");
+  if (!v->is_array())
+    throw BadInput(c.field("exclude_modules") + " must be a list of module names, got " +
+                   v->dump());
+  std::vector<std::string> out;
+  for (const json& e : *v) {
+    if (!e.is_string() || e.get<std::string>().empty())
+      throw BadInput(c.field("exclude_modules") + " must hold non-empty strings, got " + e.dump());
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+// layers_to_transform: an integer or a list of them; null and [] mean every layer. Negative
+// indices are refused: PEFT compares them with the non-negative numbers in module names, so they
+// never match (they do not count from the end as in Python), which is surely not what was meant.
+std::vector<int64_t> parse_layers_to_transform(const ConfigReader& c) {
+  const json* v = c.find("layers_to_transform");
+  if (v == nullptr || v->is_null()) return {};
+  const auto index = [&](const json& e) {
+    const bool fits = e.is_number_unsigned() ? e.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                                             : e.is_number_integer() && e.get<int64_t>() >= 0;
+    if (!fits)
+      throw BadInput(c.field("layers_to_transform") + " must be a layer index (an integer >= 0) " +
+                     "or a list of them, got " + e.dump());
+    return e.get<int64_t>();
+  };
+  if (!v->is_array()) return {index(*v)};
+  std::vector<int64_t> out;
+  for (const json& e : *v) out.push_back(index(e));
+  return out;
+}
+
+// layers_pattern: null, "" or [] is PEFT's default pattern; otherwise a name or a list of names
+// that PEFT splices into a regex in turn (layer_index below). Llama-family models name their
+// decoder layers "model.layers.N", so "layers" must be one of them: with any other pattern PEFT
+// finds no layer index and adapts nothing. Names only (letters, digits, '_'): a regex would need
+// Python's re to decide what it matches. PEFT's LoraConfig refuses a pattern when
+// layers_to_transform is null (with [] it accepts it and ignores both).
+std::vector<std::string> parse_layers_pattern(const ConfigReader& c, bool has_layers_to_transform) {
+  const json* v = c.find("layers_pattern");
+  if (v == nullptr || v->is_null() || (v->is_string() && v->get<std::string>().empty()) ||
+      (v->is_array() && v->empty()))
+    return {};
+  if (!v->is_string() && !v->is_array())
+    throw BadInput(c.field("layers_pattern") + " must be a string or a list of strings, got " +
+                   v->dump());
+  std::vector<std::string> out;
+  for (const json& e : v->is_array() ? *v : json::array({*v})) {
+    const bool is_name = e.is_string() && !e.get<std::string>().empty() &&
+                         std::ranges::all_of(e.get<std::string>(), [](char ch) {
+                           return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+                         });
+    if (!is_name)
+      throw BadInput(c.field("layers_pattern") + " holds " + e.dump() +
+                     ": only plain names (letters, digits, '_') are supported, not regular "
+                     "expressions");
+    out.push_back(e.get<std::string>());
+  }
+  if (std::ranges::find(out, "layers") == out.end())
+    throw BadInput(c.field("layers_pattern") + " is " + v->dump() +
+                   ": Llama-family models name their decoder layers 'model.layers.N', which this "
+                   "pattern does not match (PEFT would adapt no module); use \"layers\" or null");
+  if (!has_layers_to_transform)
+    throw BadInput(c.field("layers_pattern") + " is " + v->dump() +
+                   " but layers_to_transform is not set: PEFT refuses layers_pattern without "
+                   "layers_to_transform");
+  return out;
+}
+
 LoraSpec parse_config(const std::string& path, const std::string& text) {
   json j;
   try {
@@ -110,6 +190,12 @@ LoraSpec parse_config(const std::string& path, const std::string& text) {
   if (!type.is_string() || type.get<std::string>() != "LORA")
     throw BadInput(c.field("peft_type") + " is " + type.dump() +
                    ": only LoRA adapters (\"LORA\") are supported");
+  // Other task types wrap the model differently (SEQ_CLS adds a classification head, SEQ_2_SEQ_LM
+  // is an encoder-decoder); null loads as a plain PeftModel, which computes the causal LM's logits.
+  if (const json* task = c.find("task_type");
+      task != nullptr && !task->is_null() && !(task->is_string() && *task == "CAUSAL_LM"))
+    throw BadInput(c.field("task_type") + " is " + task->dump() +
+                   ": only causal language-model adapters (\"CAUSAL_LM\" or null) are supported");
 
   LoraSpec s;
   const json& r = c.require("r");
@@ -117,6 +203,11 @@ LoraSpec parse_config(const std::string& path, const std::string& text) {
     throw BadInput(c.field("r") + " must be a positive integer, got " + r.dump());
   s.r = r.get<int64_t>();
   s.alpha = c.number("lora_alpha", 8.0);  // PEFT's default lora_alpha
+  // PEFT accepts any number, but 0 switches the adapter off and a negative value subtracts it:
+  // neither is a trained adapter, so the file is more likely damaged than meant.
+  if (!(s.alpha > 0))
+    throw BadInput(c.field("lora_alpha") + " is " + c.find("lora_alpha")->dump() +
+                   ": must be a positive number (the adapter's scale is lora_alpha / r)");
   s.dropout = c.number("lora_dropout", 0.0);
   s.use_rslora = c.boolean("use_rslora", false);
 
@@ -167,6 +258,9 @@ LoraSpec parse_config(const std::string& path, const std::string& text) {
       throw BadInput(c.field("target_modules") + " must hold non-empty strings, got " + t.dump());
     s.target_modules.push_back(t.get<std::string>());
   }
+  s.exclude_modules = parse_exclude_modules(c);
+  s.layers_to_transform = parse_layers_to_transform(c);
+  s.layers_pattern = parse_layers_pattern(c, !c.is_null_or_absent("layers_to_transform"));
 
   if (const json* b = c.find("base_model_name_or_path"); b != nullptr && !b->is_null()) {
     if (!b->is_string())
@@ -176,16 +270,75 @@ LoraSpec parse_config(const std::string& path, const std::string& text) {
   return s;
 }
 
-// PEFT's rule for a list of target names: the module's full name equals one, or ends with
-// "." + one (peft.tuners.tuners_utils.check_target_module_exists).
-bool is_targeted(const std::string& module, const std::vector<std::string>& targets) {
-  for (const std::string& t : targets) {
-    if (module == t) return true;
-    if (module.size() > t.size() && module.ends_with(t) &&
-        module[module.size() - t.size() - 1] == '.')
-      return true;
+// PEFT's rule for a list of module names (target_modules, exclude_modules): the module's full
+// name equals one, or ends with "." + one (peft.tuners.tuners_utils.check_target_module_exists).
+bool ends_with_name(const std::string& module, const std::string& name) {
+  return module.size() > name.size() && module.ends_with(name) &&
+         module[module.size() - name.size() - 1] == '.';
+}
+bool names_module(const std::vector<std::string>& names, const std::string& module) {
+  return std::ranges::any_of(
+      names, [&](const std::string& n) { return module == n || ends_with_name(module, n); });
+}
+
+// The layer index PEFT 0.21 reads from a module name: with the default pattern
+// re.match(r".*?\.[^.]*\.(?P<idx>\d+)\.", module), else
+// re.match(rf"(?:^|.*?\.){p}\.(?P<idx>\d+)\.", module) for each pattern p in turn, the first that
+// matches deciding. The lazy ".*?" makes it the first place (PEFT chose this so that
+// "layers.1.experts.0" gives the layer, not the expert) where a name component, preceded by '.'
+// (or, for an explicit pattern, at the start) and equal to p (any component for the default), is
+// followed by an all-digit component that is itself followed by '.'. p is a plain name here
+// (parse_layers_pattern), so the regex matches it literally. Returned as the digits without leading
+// zeros (Python's int()), so that any length compares exactly with the listed layers; nullopt when
+// no pattern matches.
+std::optional<std::string> layer_index(const std::string& module,
+                                       const std::vector<std::string>& patterns) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = module.find('.', start);
+    parts.push_back(module.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
   }
-  return false;
+  const auto digits = [](const std::string& x) {
+    return !x.empty() && std::ranges::all_of(x, [](char ch) { return ch >= '0' && ch <= '9'; });
+  };
+  const auto find = [&](const std::string* pattern) -> std::optional<std::string> {
+    // parts[j + 1] is followed by '.' iff j + 2 < size.
+    for (size_t j = pattern == nullptr ? 1 : 0; j + 2 < parts.size(); ++j) {
+      if ((pattern == nullptr || parts[j] == *pattern) && digits(parts[j + 1])) {
+        const std::string& d = parts[j + 1];
+        const size_t nz = d.find_first_not_of('0');
+        return nz == std::string::npos ? "0" : d.substr(nz);
+      }
+    }
+    return std::nullopt;
+  };
+  if (patterns.empty()) return find(nullptr);
+  for (const std::string& p : patterns)
+    if (auto i = find(&p)) return i;
+  return std::nullopt;
+}
+
+enum class Verdict { adapted, not_targeted, excluded, no_layer_index, layer_not_listed };
+
+// check_target_module_exists, in PEFT's order: exclude_modules first; a module named in full in
+// target_modules is adapted whatever layers_to_transform says (PEFT applies the layer filter to
+// suffix matches only); then the layer filter. `layer` receives the index when one was read.
+Verdict peft_verdict(const LoraSpec& s, const std::string& module, std::string* layer = nullptr) {
+  if (names_module(s.exclude_modules, module)) return Verdict::excluded;
+  if (std::ranges::find(s.target_modules, module) != s.target_modules.end())
+    return Verdict::adapted;
+  if (!std::ranges::any_of(s.target_modules,
+                           [&](const std::string& t) { return ends_with_name(module, t); }))
+    return Verdict::not_targeted;
+  if (s.layers_to_transform.empty()) return Verdict::adapted;
+  const std::optional<std::string> index = layer_index(module, s.layers_pattern);
+  if (!index) return Verdict::no_layer_index;
+  if (layer != nullptr) *layer = *index;
+  const bool listed = std::ranges::any_of(s.layers_to_transform,
+                                          [&](int64_t l) { return std::to_string(l) == *index; });
+  return listed ? Verdict::adapted : Verdict::layer_not_listed;
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {
@@ -197,6 +350,12 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 std::string list_str(const std::vector<std::string>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s + "]";
+}
+
+std::string list_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
 }
 
@@ -223,6 +382,14 @@ double PeftAdapter::scaling() const {
   return spec.use_rslora ? spec.alpha / std::sqrt(r) : spec.alpha / r;
 }
 
+LoraSpec read_peft_adapter_config(const std::string& config_path) {
+  return parse_config(config_path, read_text(config_path));
+}
+
+bool peft_adapts_module(const LoraSpec& spec, const std::string& module) {
+  return peft_verdict(spec, module) == Verdict::adapted;
+}
+
 PeftAdapter read_peft_adapter(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path d(dir);
@@ -241,7 +408,7 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
   }
 
   PeftAdapter a;
-  a.spec = parse_config(config_path, read_text(config_path));
+  a.spec = read_peft_adapter_config(config_path);
   const int64_t r = a.spec.r;
 
   const SafetensorsFile f = read_safetensors(weights_path);
@@ -255,10 +422,33 @@ PeftAdapter read_peft_adapter(const std::string& dir) {
                      "' is not a LoRA weight (expected 'base_model.model.<module>.lora_A.weight' "
                      "or '.lora_B.weight')");
     const std::string module = name.substr(kPrefix.size(), name.size() - kPrefix.size() - suffix);
-    if (!is_targeted(module, a.spec.target_modules))
-      throw BadInput(weights_path + ": tensor '" + name + "' adapts module '" + module +
-                     "', which target_modules " + list_str(a.spec.target_modules) +
-                     " in " + config_path + " does not name");
+    // A tensor for a module PEFT does not adapt would be dropped by PEFT without a word; the file
+    // disagrees with its own config, so we refuse it rather than guess which one is right.
+    const std::string what =
+        weights_path + ": tensor '" + name + "' adapts module '" + module + "'";
+    std::string layer;
+    switch (peft_verdict(a.spec, module, &layer)) {
+      case Verdict::adapted:
+        break;
+      case Verdict::not_targeted:
+        throw BadInput(what + ", which target_modules " + list_str(a.spec.target_modules) + " in " +
+                       config_path + " does not name");
+      case Verdict::excluded:
+        throw BadInput(what + ", which exclude_modules " + list_str(a.spec.exclude_modules) +
+                       " in " + config_path + " excludes (PEFT would not load this tensor)");
+      case Verdict::no_layer_index:
+        throw BadInput(what + ", in whose name " +
+                       (a.spec.layers_pattern.empty()
+                            ? std::string("PEFT's default layers pattern")
+                            : "layers_pattern " + list_str(a.spec.layers_pattern)) +
+                       " finds no layer index, so with layers_to_transform " +
+                       list_str(a.spec.layers_to_transform) + " in " + config_path +
+                       " PEFT would not adapt it");
+      case Verdict::layer_not_listed:
+        throw BadInput(what + " in layer " + layer + ", which layers_to_transform " +
+                       list_str(a.spec.layers_to_transform) + " in " + config_path +
+                       " does not list (PEFT would not load this tensor)");
+    }
     if (t.shape.size() != 2)
       throw BadInput(weights_path + ": tensor '" + name + "' has shape " + shape_str(t.shape) +
                      ", expected 2 dimensions");
@@ -313,6 +503,8 @@ std::string peft_adapter_config_json(const LoraSpec& s) {
   j["corda_config"] = nullptr;
   j["ensure_weight_tying"] = false;
   j["eva_config"] = nullptr;
+  // exclude_modules, layers_pattern, layers_to_transform: null whatever the spec holds, so PEFT
+  // loads every pair we write (peft_adapter.h, write_peft_adapter).
   j["exclude_modules"] = nullptr;
   j["fan_in_fan_out"] = false;
   j["inference_mode"] = true;

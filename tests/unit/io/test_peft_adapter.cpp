@@ -2,6 +2,9 @@
 // tests/fixtures/peft/adapter_{bf16,f16}) read with the values safetensors/torch report
 // (tests/fixtures/peft/adapter_values.json, tools/check_peft_roundtrip.py), write -> read round
 // trips, files byte-equal to PEFT's, and broken adapters refused with messages naming the problem.
+// The options that choose which modules PEFT adapts (layers_to_transform, layers_pattern,
+// exclude_modules) are checked against PEFT's own rule on the cases in
+// tests/fixtures/peft/layers_to_transform/rules.json (tools/make_peft_layers_fixture.py).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -402,6 +405,255 @@ TEST_F(BrokenAdapter, ThreeDimensionalTensor) {
       if (t.name == a0_) t = {a0_, DType::F32, {4, 32, 1}, v.data()};
   });
   expect_bad("adapter_model.safetensors", {a0_, "2 dimensions"});
+}
+
+// ---- config options that choose the adapted modules (layers_to_transform, layers_pattern,
+// exclude_modules) and the other options that change the model (task_type, lora_alpha) ---------
+
+// The llama_gqa adapter (2 layers x 7 projections) with some tensors removed, so that its file
+// agrees with a narrower config.
+class NarrowedAdapter : public BrokenAdapter {
+ protected:
+  // Removes every tensor whose name contains `part` (e.g. "layers.1.", "mlp.down_proj").
+  void drop(const std::string& part) {
+    edit_tensors([&](auto& ts) {
+      std::erase_if(ts,
+                    [&](const TensorToWrite& t) { return t.name.find(part) != std::string::npos; });
+    });
+  }
+};
+
+TEST_F(NarrowedAdapter, LayersToTransformReadsTheListedLayers) {
+  set("layers_to_transform", json::array({0}));
+  drop("layers.1.");
+  const PeftAdapter a = read_peft_adapter(dir_.str());
+  EXPECT_EQ(a.spec.layers_to_transform, (std::vector<int64_t>{0}));
+  EXPECT_TRUE(a.spec.layers_pattern.empty());
+  ASSERT_EQ(a.pairs.size(), 7u);
+  for (const LoraTensorPair& p : a.pairs)
+    EXPECT_TRUE(p.module.starts_with("model.layers.0.")) << p.module;
+  // PEFT's single-integer form means the same.
+  set("layers_to_transform", 0);
+  EXPECT_EQ(read_peft_adapter(dir_.str()).spec.layers_to_transform, (std::vector<int64_t>{0}));
+}
+
+TEST_F(NarrowedAdapter, LayersToTransformEmptyListMeansEveryLayer) {
+  set("layers_to_transform", json::array());
+  const PeftAdapter a = read_peft_adapter(dir_.str());
+  EXPECT_TRUE(a.spec.layers_to_transform.empty());
+  EXPECT_EQ(a.pairs.size(), 14u);
+}
+
+// PEFT would create no LoRA layer in layer 1 and drop those tensors without a word.
+TEST_F(BrokenAdapter, TensorInALayerThatLayersToTransformLeavesOut) {
+  set("layers_to_transform", json::array({0}));
+  expect_bad("adapter_model.safetensors", {"'base_model.model.model.layers.1.", "in layer 1",
+                                           "layers_to_transform [0]", "adapter_config.json"});
+}
+
+TEST_F(BrokenAdapter, TensorInALayerThatIntegerLayersToTransformLeavesOut) {
+  set("layers_to_transform", 1);
+  expect_bad("adapter_model.safetensors",
+             {"'base_model.model.model.layers.0.", "in layer 0", "layers_to_transform [1]"});
+}
+
+// A targeted module whose name holds no "<name>.<number>." has no layer index: with
+// layers_to_transform set PEFT does not adapt it.
+TEST_F(BrokenAdapter, TensorWithoutALayerIndexUnderLayersToTransform) {
+  set("layers_to_transform", json::array({0, 1}));
+  std::vector<float> a(4 * 32, 0.5f), b(32 * 4, 0.5f);
+  edit_tensors([&](auto& ts) {
+    ts.push_back({"base_model.model.model.q_proj.lora_A.weight", DType::F32, {4, 32}, a.data()});
+    ts.push_back({"base_model.model.model.q_proj.lora_B.weight", DType::F32, {32, 4}, b.data()});
+  });
+  expect_bad("adapter_model.safetensors",
+             {"'base_model.model.model.q_proj.lora_", "default layers pattern finds no layer index",
+              "layers_to_transform [0, 1]"});
+}
+
+TEST_F(BrokenAdapter, LayersToTransformThatIsNotALayerIndex) {
+  for (const json& v : {json(-1), json(1.5), json("1"), json(true), json::array({0, -2}),
+                        json::array({"0"}), json::object({{"0", 1}})}) {
+    SCOPED_TRACE(v.dump());
+    set("layers_to_transform", v);
+    expect_bad("adapter_config.json",
+               {"'layers_to_transform'", "layer index", v.is_array() ? "" : v.dump()});
+  }
+}
+
+TEST_F(NarrowedAdapter, LayersPatternLayersIsWhatLlamaModelsUse) {
+  set("layers_to_transform", json::array({1}));
+  for (const json& pattern : {json("layers"), json::array({"layers"}), json::array({"h", "layers"}),
+                              json(""), json::array()}) {
+    SCOPED_TRACE(pattern.dump());
+    set("layers_pattern", pattern);
+    // The file still holds layer 0's tensors, which PEFT would not load under any of these.
+    expect_bad("adapter_model.safetensors", {"in layer 0", "layers_to_transform [1]"});
+  }
+  drop("layers.0.");
+  set("layers_pattern", json::array({"h", "layers"}));
+  const PeftAdapter a = read_peft_adapter(dir_.str());
+  EXPECT_EQ(a.spec.layers_pattern, (std::vector<std::string>{"h", "layers"}));
+  EXPECT_EQ(a.pairs.size(), 7u);
+  set("layers_pattern", "layers");
+  EXPECT_EQ(read_peft_adapter(dir_.str()).spec.layers_pattern,
+            (std::vector<std::string>{"layers"}));
+}
+
+// With another pattern PEFT finds no layer index in "model.layers.N...." and adapts nothing.
+TEST_F(BrokenAdapter, LayersPatternThatDoesNotMatchLlamaModuleNames) {
+  set("layers_to_transform", json::array({0, 1}));
+  for (const json& pattern : {json("h"), json("blocks"), json::array({"h", "layer"})}) {
+    SCOPED_TRACE(pattern.dump());
+    set("layers_pattern", pattern);
+    expect_bad("adapter_config.json", {"'layers_pattern'", pattern.dump(), "model.layers.N"});
+  }
+  for (const json& pattern :
+       {json("lay.rs"), json("(layers|h)"), json::array({"layers", "model\\.layers"}),
+        json::array({"layers", 3})}) {
+    SCOPED_TRACE(pattern.dump());
+    set("layers_pattern", pattern);
+    expect_bad("adapter_config.json", {"'layers_pattern'", "plain names"});
+  }
+  set("layers_pattern", 7);
+  expect_bad("adapter_config.json", {"'layers_pattern'", "string or a list of strings"});
+}
+
+// PEFT's LoraConfig raises when layers_to_transform is null; with [] it ignores both.
+TEST_F(BrokenAdapter, LayersPatternWithoutLayersToTransform) {
+  set("layers_pattern", "layers");
+  expect_bad("adapter_config.json", {"'layers_pattern'", "layers_to_transform is not set"});
+  set("layers_to_transform", json::array());
+  EXPECT_EQ(read_peft_adapter(dir_.str()).pairs.size(), 14u);
+}
+
+TEST_F(NarrowedAdapter, ExcludeModulesByNameOrFullPath) {
+  set("exclude_modules", json::array({"down_proj", "model.layers.1.self_attn.q_proj"}));
+  drop("mlp.down_proj");
+  drop("layers.1.self_attn.q_proj");
+  const PeftAdapter a = read_peft_adapter(dir_.str());
+  EXPECT_EQ(a.spec.exclude_modules,
+            (std::vector<std::string>{"down_proj", "model.layers.1.self_attn.q_proj"}));
+  EXPECT_EQ(a.pairs.size(), 11u);
+  for (const json& off : {json(nullptr), json(""), json::array()}) {
+    set("exclude_modules", off);
+    EXPECT_TRUE(read_peft_adapter(dir_.str()).spec.exclude_modules.empty()) << off.dump();
+  }
+}
+
+TEST_F(BrokenAdapter, TensorForAnExcludedModule) {
+  set("exclude_modules", json::array({"down_proj"}));
+  expect_bad("adapter_model.safetensors",
+             {"mlp.down_proj.lora_", "exclude_modules [down_proj]", "adapter_config.json"});
+  // A dotted suffix of the full name counts; a suffix that is not a whole name component does not.
+  set("exclude_modules", json::array({"1.self_attn.q_proj"}));
+  expect_bad("adapter_model.safetensors",
+             {"'base_model.model.model.layers.1.self_attn.q_proj.lora_", "exclude_modules"});
+  set("exclude_modules", json::array({"proj", "_proj", "layers.1.self_attn"}));
+  EXPECT_EQ(read_peft_adapter(dir_.str()).pairs.size(), 14u);
+}
+
+TEST_F(BrokenAdapter, ExcludeModulesRegex) {
+  set("exclude_modules", ".*\\.down_proj");
+  expect_bad("adapter_config.json", {"'exclude_modules'", "regex"});
+  set("exclude_modules", json::array({"down_proj", ""}));
+  expect_bad("adapter_config.json", {"'exclude_modules'", "non-empty strings"});
+  set("exclude_modules", 3);
+  expect_bad("adapter_config.json", {"'exclude_modules'", "list of module names"});
+}
+
+TEST_F(BrokenAdapter, TaskTypeOtherThanCausalLm) {
+  for (const char* task :
+       {"SEQ_CLS", "TOKEN_CLS", "SEQ_2_SEQ_LM", "FEATURE_EXTRACTION", "causal_lm"}) {
+    set("task_type", task);
+    expect_bad("adapter_config.json", {"'task_type'", task, "CAUSAL_LM"});
+  }
+  set("task_type", 1);
+  expect_bad("adapter_config.json", {"'task_type'"});
+  for (const json& ok : {json("CAUSAL_LM"), json(nullptr)}) {
+    set("task_type", ok);
+    EXPECT_EQ(read_peft_adapter(dir_.str()).pairs.size(), 14u) << ok.dump();
+  }
+  config_.erase("task_type");
+  write_text(dir_ / "adapter_config.json", config_.dump(2));
+  EXPECT_EQ(read_peft_adapter(dir_.str()).pairs.size(), 14u);
+}
+
+TEST_F(BrokenAdapter, LoraAlphaNotPositive) {
+  for (const json& alpha : {json(-8), json(0), json(-0.5), json(0.0)}) {
+    set("lora_alpha", alpha);
+    expect_bad("adapter_config.json", {"'lora_alpha'", alpha.dump(), "positive number"});
+  }
+  set("lora_alpha", 0.5);
+  EXPECT_EQ(read_peft_adapter(dir_.str()).spec.alpha, 0.5);
+}
+
+// The matching rule itself, on names no committed adapter has. The same rule against PEFT's own
+// check_target_module_exists, case by case: PeftRules.MatchPeftsCheckTargetModuleExists below.
+TEST(PeftAdaptsModule, FollowsPeftsRule) {
+  LoraSpec s;
+  s.target_modules = {"q_proj", "model.layers.1.self_attn.v_proj"};
+  EXPECT_TRUE(peft_adapts_module(s, "model.layers.1.self_attn.q_proj"));
+  EXPECT_FALSE(peft_adapts_module(s, "model.layers.1.self_attn.k_proj"));
+  EXPECT_FALSE(peft_adapts_module(s, "model.layers.1.self_attn.xq_proj"));  // whole components only
+  s.layers_to_transform = {0};
+  EXPECT_TRUE(peft_adapts_module(s, "model.layers.0.self_attn.q_proj"));
+  EXPECT_FALSE(peft_adapts_module(s, "model.layers.1.self_attn.q_proj"));
+  EXPECT_TRUE(peft_adapts_module(s, "model.layers.00.self_attn.q_proj"));  // int("00") == 0
+  // PEFT applies layers_to_transform to suffix matches only: a full name in target_modules wins.
+  EXPECT_TRUE(peft_adapts_module(s, "model.layers.1.self_attn.v_proj"));
+  EXPECT_FALSE(peft_adapts_module(s, "model.layers.0.self_attn.v_proj"));
+  // No "<name>.<number>." in the name: no layer index, not adapted.
+  EXPECT_FALSE(peft_adapts_module(s, "model.q_proj"));
+  EXPECT_FALSE(peft_adapts_module(s, "model.0.q_proj"));  // the number needs a name before it
+  // The default pattern takes the first ".<any>.<number>." (PEFT 0.21's lazy ".*?": the layer of
+  // "layers.3.experts.2", not the expert).
+  s.layers_to_transform = {3};
+  EXPECT_FALSE(peft_adapts_module(s, "x.blocks.2.layers.3.q_proj"));
+  EXPECT_TRUE(peft_adapts_module(s, "x.layers.3.experts.2.q_proj"));
+  // The default pattern needs a '.' before the name component.
+  EXPECT_FALSE(peft_adapts_module(s, "layers.3.q_proj"));
+  // A pattern list is tried in order: the first pattern that finds an index decides. An explicit
+  // pattern may also start the name.
+  s.layers_pattern = {"blocks", "layers"};
+  EXPECT_FALSE(peft_adapts_module(s, "x.blocks.2.layers.3.q_proj"));
+  EXPECT_TRUE(peft_adapts_module(s, "x.layers.2.blocks.3.q_proj"));
+  EXPECT_TRUE(peft_adapts_module(s, "x.layers.3.q_proj"));
+  EXPECT_TRUE(peft_adapts_module(s, "layers.3.q_proj"));
+  // exclude_modules comes first, even before a full name in target_modules.
+  s.layers_pattern.clear();
+  s.layers_to_transform.clear();
+  s.exclude_modules = {"self_attn.v_proj"};
+  EXPECT_FALSE(peft_adapts_module(s, "model.layers.1.self_attn.v_proj"));
+  EXPECT_TRUE(peft_adapts_module(s, "model.layers.1.self_attn.q_proj"));
+}
+
+// tests/fixtures/peft/layers_to_transform/rules.json (tools/make_peft_layers_fixture.py): for
+// each config PEFT accepted (LoraConfig.save_pretrained, then from_pretrained), what
+// peft.tuners.tuners_utils.check_target_module_exists says about each module name (a 3-layer
+// Llama's and made-up ones). medtune must read each config and agree on every name, except for
+// the configs marked medtune_refuses, which it must refuse: under those PEFT adapts none of the
+// model's modules (the generator asserts it).
+TEST(PeftRules, MatchPeftsCheckTargetModuleExists) {
+  const json rules = json::parse(read_text(kFixtures + "peft/layers_to_transform/rules.json"));
+  TempDir dir;
+  int checked = 0, refused = 0;
+  for (const json& c : rules.at("cases")) {
+    const std::string name = c.at("name").get<std::string>();
+    write_text(dir / "adapter_config.json", c.at("adapter_config").dump(2));
+    if (c.at("medtune_refuses").get<bool>()) {
+      EXPECT_THROW(read_peft_adapter_config(dir / "adapter_config.json"), BadInput) << name;
+      ++refused;
+      continue;
+    }
+    const LoraSpec s = read_peft_adapter_config(dir / "adapter_config.json");
+    for (const auto& [module, adapted] : c.at("adapted").items()) {
+      EXPECT_EQ(peft_adapts_module(s, module), adapted.get<bool>()) << name << ": " << module;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 300);
+  EXPECT_EQ(refused, 3);
 }
 
 TEST(PeftAdapterWrite, RejectsInconsistentAdapters) {
