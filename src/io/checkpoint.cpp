@@ -59,21 +59,26 @@ bool weight_dtype_ok(DType t) {
 void validate(Checkpoint& ck, const std::string& config_origin) {
   const ModelConfig& c = ck.config;
   if (c.tie_word_embeddings) ck.tensors.erase("lm_head.weight");
+  // Tensors are named as the file names them: a GGUF's own name first, the HF name after it.
+  auto display = [&](const std::string& name) {
+    const std::string g = ck.format == "gguf" ? gguf_tensor_name(name) : "";
+    return g.empty() ? "'" + name + "'" : "'" + g + "' (" + name + ")";
+  };
   for (const auto& [name, shape] : expected_tensor_shapes(c)) {
     auto it = ck.tensors.find(name);
     if (it == ck.tensors.end()) {
       if (name == "lm_head.weight")
-        throw BadInput(ck.path + ": missing tensor 'lm_head.weight' (and " + config_origin +
+        throw BadInput(ck.path + ": missing tensor " + display(name) + " (and " + config_origin +
                        " does not set tie_word_embeddings)");
-      throw BadInput(ck.path + ": missing tensor '" + name + "'");
+      throw BadInput(ck.path + ": missing tensor " + display(name));
     }
     const RawTensor& t = it->second;
     if (t.shape != shape)
-      throw BadInput(ck.path + ": tensor '" + name + "' has shape " + shape_str(t.shape) +
+      throw BadInput(ck.path + ": tensor " + display(name) + " has shape " + shape_str(t.shape) +
                      ", expected " + shape_str(shape) + " (from " + config_origin + ": " +
                      shape_origin(name, c) + ")");
     if (!weight_dtype_ok(t.dtype))
-      throw BadInput(ck.path + ": tensor '" + name + "' has dtype " +
+      throw BadInput(ck.path + ": tensor " + display(name) + " has dtype " +
                      std::string(dtype_name(t.dtype)) +
                      "; model weights must be F32, F16, BF16 or a GGUF quantized type");
   }

@@ -35,6 +35,10 @@ Checkpoint open_checkpoint(const std::string& path);
 // llama.cpp metadata (llama.*, qwen2.*) to ModelConfig.
 Checkpoint checkpoint_from_gguf(std::shared_ptr<GgufFile> gguf);
 
+// llama.cpp's GGUF name of a Hugging Face tensor name ("model.layers.3.self_attn.q_proj.weight" ->
+// "blk.3.attn_q.weight"), or "" when it has none.
+std::string gguf_tensor_name(const std::string& hf_name);
+
 // Every tensor name the architecture expects, with its PyTorch shape, for validation.
 std::map<std::string, std::vector<int64_t>> expected_tensor_shapes(const ModelConfig& c);
 

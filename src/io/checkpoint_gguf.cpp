@@ -38,38 +38,69 @@ namespace medtune::io {
 
 namespace {
 
+// llama.cpp's names of a block's tensors and their Hugging Face names under model.layers.N.
+constexpr std::pair<const char*, const char*> kBlockNames[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+constexpr std::pair<const char*, const char*> kGlobalNames[] = {
+    {"token_embd.weight", "model.embed_tokens.weight"},
+    {"output_norm.weight", "model.norm.weight"},
+    {"output.weight", "lm_head.weight"},
+};
+
+// "123" -> true; "", "01", "1a" -> false.
+bool is_layer_number(const std::string& s) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
 // llama.cpp name -> HF name, or "" when it is not one we know (kept under its GGUF name).
 std::string hf_name(const std::string& g) {
-  if (g == "token_embd.weight") return "model.embed_tokens.weight";
-  if (g == "output_norm.weight") return "model.norm.weight";
-  if (g == "output.weight") return "lm_head.weight";
+  for (const auto& [from, to] : kGlobalNames)
+    if (g == from) return to;
   if (g.rfind("blk.", 0) != 0) return "";
   const size_t dot = g.find('.', 4);
-  if (dot == std::string::npos || dot == 4) return "";
+  if (dot == std::string::npos) return "";
   const std::string layer = g.substr(4, dot - 4);
-  for (char c : layer)
-    if (c < '0' || c > '9') return "";
-  if (layer.size() > 1 && layer[0] == '0') return "";
+  if (!is_layer_number(layer)) return "";
   const std::string rest = g.substr(dot + 1);
-  static const std::pair<const char*, const char*> kMap[] = {
-      {"attn_norm.weight", "input_layernorm.weight"},
-      {"ffn_norm.weight", "post_attention_layernorm.weight"},
-      {"attn_q.weight", "self_attn.q_proj.weight"},
-      {"attn_k.weight", "self_attn.k_proj.weight"},
-      {"attn_v.weight", "self_attn.v_proj.weight"},
-      {"attn_q.bias", "self_attn.q_proj.bias"},
-      {"attn_k.bias", "self_attn.k_proj.bias"},
-      {"attn_v.bias", "self_attn.v_proj.bias"},
-      {"attn_output.weight", "self_attn.o_proj.weight"},
-      {"attn_output.bias", "self_attn.o_proj.bias"},
-      {"ffn_gate.weight", "mlp.gate_proj.weight"},
-      {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"},
-  };
-  for (const auto& [from, to] : kMap)
+  for (const auto& [from, to] : kBlockNames)
     if (rest == from) return "model.layers." + layer + "." + to;
   return "";
 }
+
+}  // namespace
+
+std::string gguf_tensor_name(const std::string& hf) {
+  for (const auto& [g, h] : kGlobalNames)
+    if (hf == h) return g;
+  const std::string prefix = "model.layers.";
+  if (hf.rfind(prefix, 0) != 0) return "";
+  const size_t dot = hf.find('.', prefix.size());
+  if (dot == std::string::npos) return "";
+  const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
+  if (!is_layer_number(layer)) return "";
+  const std::string rest = hf.substr(dot + 1);
+  for (const auto& [g, h] : kBlockNames)
+    if (rest == h) return "blk." + layer + "." + g;
+  return "";
+}
+
+namespace {
 
 int64_t positive(const GgufFile& g, const std::string& key, int64_t v) {
   if (v <= 0) {

@@ -2,10 +2,12 @@
 // tools/make_gguf_fixtures.py with gguf-py's GGUFWriter.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -349,6 +351,28 @@ TEST(GgufCheckpoint, RejectsWithFileAndKey) {
   const GgufFile g = GgufFile::open(wrong);
   expect_bad_input(wrong, [&] { g.get_int("llama.block_count"); },
                    {"metadata key 'llama.block_count' has type string"});
+}
+
+// A tensor missing from a GGUF is named as the file names it (llama.cpp's name), with the Hugging
+// Face name after it (issue #18, item 8): here blk.1.attn_k.weight renamed to blk.1.attn_x.weight.
+TEST(GgufCheckpoint, MissingTensorNamedByItsGgufName) {
+  std::ifstream in(kDir + "tiny_llama.gguf", std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string bytes = buf.str();
+  const size_t at = bytes.find("blk.1.attn_k.weight");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 11] = 'x';
+  const std::string path = testing::TempDir() + "medtune_missing_tensor.gguf";
+  std::ofstream(path, std::ios::binary) << bytes;
+  expect_bad_input(path, [&] { open_checkpoint(path); },
+                   {"missing tensor 'blk.1.attn_k.weight' (model.layers.1.self_attn.k_proj.weight)"});
+  std::remove(path.c_str());
+  EXPECT_EQ(gguf_tensor_name("model.layers.12.mlp.down_proj.weight"), "blk.12.ffn_down.weight");
+  EXPECT_EQ(gguf_tensor_name("model.embed_tokens.weight"), "token_embd.weight");
+  EXPECT_EQ(gguf_tensor_name("lm_head.weight"), "output.weight");
+  EXPECT_EQ(gguf_tensor_name("model.layers.01.mlp.up_proj.weight"), "");
+  EXPECT_EQ(gguf_tensor_name("rope_freqs.weight"), "");
 }
 
 TEST(GgufCheckpoint, Llama3RopeScalingFromMetadata) {
