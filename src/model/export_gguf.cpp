@@ -170,6 +170,7 @@ GgufExportReport export_merged_gguf(const io::Checkpoint& ckpt, const LoraWeight
                             " are not whole Q8_0 blocks: written as F16");
       }
     }
+    require_representable(m, dt);
     if (dt == DType::F16) {
       // Rounded once from fp64 (merge.h); the other types go through the fp32 merged value,
       // which is what convert_hf_to_gguf quantizes from.

@@ -121,6 +121,7 @@ HfExportReport export_merged_hf(const io::Checkpoint& ckpt, const LoraWeights* l
   std::vector<io::TensorToWrite> tensors;
   for (size_t i = 0; i < names.size(); ++i) {
     const MergedTensor m = merge_tensor(ckpt, lora, names[i]);
+    require_representable(m, dtype);
     const size_t esize = dtype == DType::F32 ? 4 : 2;
     bytes[i].resize(m.values.size() * esize);
     for (size_t k = 0; k < m.values.size(); ++k) {

@@ -1,6 +1,7 @@
 #include "model/merge.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -153,6 +154,27 @@ float round_to_odd_f32(double x) {
 
 uint16_t round_once_f16(double x) { return f32_to_f16(round_to_odd_f32(x)); }
 uint16_t round_once_bf16(double x) { return f32_to_bf16(round_to_odd_f32(x)); }
+
+void require_representable(const MergedTensor& m, DType dtype) {
+  auto fits = [dtype](double x) {
+    switch (dtype) {
+      case DType::F16: return (round_once_f16(x) & 0x7C00) != 0x7C00;   // exponent all ones: Inf/NaN
+      case DType::BF16: return (round_once_bf16(x) & 0x7F80) != 0x7F80;
+      // Q8_0 stores each block's scale max|x| / 127 as f16: the values may not exceed 127 * 65504.
+      case DType::Q8_0: return std::isfinite(round_once_f32(x)) && std::abs(x) <= 127.0 * 65504.0;
+      default: return std::isfinite(round_once_f32(x));
+    }
+  };
+  for (size_t k = 0; k < m.values.size(); ++k)
+    if (!fits(m.values[k])) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%.6g", m.values[k]);
+      throw BadInput("tensor '" + m.hf_name + "' element " + std::to_string(k) + " is " + value +
+                     " after the merge, which " + std::string(dtype_name(dtype)) +
+                     " cannot hold (it would be written as Inf/NaN): the adapter's values are out of range "
+                     "(a run that diverged, or lora_alpha too large?); check the adapter, or export as f32");
+    }
+}
 
 std::vector<double> permute_rows_hf_to_gguf(const std::vector<double>& m, int64_t heads,
                                             int64_t HD, int64_t cols) {

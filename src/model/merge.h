@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "io/checkpoint.h"
 #include "model/lora.h"
 
@@ -38,6 +39,11 @@ MergedTensor merge_tensor(const io::Checkpoint& ckpt, const LoraWeights* lora,
 float round_once_f32(double x);
 uint16_t round_once_f16(double x);
 uint16_t round_once_bf16(double x);
+
+// Throws BadInput naming the tensor, element and value when a merged value cannot be stored in
+// `dtype` (it would round to Inf or NaN, or overflow a Q8_0 block scale): an export never writes a
+// model that computes NaN.
+void require_representable(const MergedTensor& m, DType dtype);
 
 // llama.cpp's convert_hf_to_gguf permutation of q/k rows (HF -> GGUF) for `heads` heads of `HD`
 // rows each, applied to a row-major (heads*HD, cols) matrix; see io/checkpoint_gguf.cpp.

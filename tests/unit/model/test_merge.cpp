@@ -97,6 +97,27 @@ TEST(Merge, NonFiniteAdapterIsRefusedByModule) {
   }
 }
 
+// A merge whose values a narrow type cannot hold is refused by tensor and element instead of being
+// written as Inf (an adapter from a run that diverged made f16 exports all Inf).
+TEST(Merge, OverflowingMergeIsRefusedNotWrittenAsInf) {
+  TempDir tmp;
+  const io::Checkpoint ck = io::open_checkpoint(kHf + "llama_gqa/base");
+  LoraWeights lora = adapter_for("llama_gqa", ck.config);
+  for (auto& layer : lora.layers)
+    for (auto& ll : layer)
+      for (float& b : ll.B) b *= 1e9f;
+  try {
+    export_merged_hf(ck, &lora, tmp / "f16", DType::F16);
+    FAIL() << "no exception";
+  } catch (const BadInput& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("after the merge, which F16 cannot hold"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tensor 'model.layers.0."), std::string::npos) << msg;
+  }
+  EXPECT_NO_THROW(export_merged_hf(ck, &lora, tmp / "f32", DType::F32));
+  EXPECT_THROW(export_merged_gguf(ck, &lora, tmp / "q8.gguf", DType::Q8_0, nullptr), BadInput);
+}
+
 TEST(Merge, MatchesFp64ReferenceFromCommittedFiles) {
   const io::Checkpoint ck = io::open_checkpoint(kHf + "llama_gqa/base");
   const LoraWeights lora = adapter_for("llama_gqa", ck.config);
