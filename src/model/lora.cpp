@@ -49,7 +49,7 @@ double LoraConfig::scaling() const {
 int64_t LoraWeights::num_parameters() const {
   int64_t n = 0;
   for (const auto& layer : layers)
-    for (const auto& l : layer) n += static_cast<int64_t>(l.A.size() + l.B.size());
+    for (const auto& l : layer) n += l.r * (l.in + l.out);  // A (r, in) + B (out, r), allocated or not
   return n;
 }
 
@@ -61,14 +61,13 @@ void LoraWeights::zero_grad() {
     }
 }
 
-LoraWeights init_lora(const ModelConfig& c, const LoraConfig& lc, uint64_t seed) {
+LoraWeights lora_shapes(const ModelConfig& c, const LoraConfig& lc) {
   if (lc.r <= 0) throw BadInput("lora_r must be positive, got " + std::to_string(lc.r));
   if (lc.targets.empty()) throw BadInput("lora_target_modules is empty");
   LoraWeights w;
   w.config = lc;
   w.scaling = static_cast<float>(lc.scaling());
   w.layers.resize(static_cast<size_t>(c.num_hidden_layers));
-  std::mt19937_64 rng(seed);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     for (Proj p : lc.targets) {
       auto [out, in] = proj_shape(c, p);
@@ -76,13 +75,23 @@ LoraWeights init_lora(const ModelConfig& c, const LoraConfig& lc, uint64_t seed)
       ll.r = lc.r;
       ll.in = in;
       ll.out = out;
+    }
+  return w;
+}
+
+LoraWeights init_lora(const ModelConfig& c, const LoraConfig& lc, uint64_t seed) {
+  LoraWeights w = lora_shapes(c, lc);
+  std::mt19937_64 rng(seed);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    for (Proj p : lc.targets) {
+      LoraLinear& ll = w.at(l, p);
       // kaiming_uniform_(a=sqrt(5)): gain = sqrt(2 / (1 + a^2)) = sqrt(1/3),
       // bound = gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in).
-      const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+      const float bound = 1.0f / std::sqrt(static_cast<float>(ll.in));
       std::uniform_real_distribution<float> u(-bound, bound);
-      ll.A.resize(static_cast<size_t>(lc.r * in));
+      ll.A.resize(static_cast<size_t>(ll.r * ll.in));
       for (float& a : ll.A) a = u(rng);
-      ll.B.assign(static_cast<size_t>(out * lc.r), 0.0f);
+      ll.B.assign(static_cast<size_t>(ll.out * ll.r), 0.0f);
       ll.dA.assign(ll.A.size(), 0.0f);
       ll.dB.assign(ll.B.size(), 0.0f);
     }

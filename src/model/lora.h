@@ -55,6 +55,10 @@ struct LoraWeights {
   void zero_grad();
 };
 
+// The adapter's shapes (r, in, out of every adapted projection) without its arrays: what memory
+// planning needs, before anything of that size is allocated.
+LoraWeights lora_shapes(const ModelConfig& c, const LoraConfig& lc);
+
 // PEFT's default initialization: A ~ kaiming_uniform(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)),
 // B = 0, so the adapted model starts exactly at the base model. Deterministic in `seed`.
 LoraWeights init_lora(const ModelConfig& c, const LoraConfig& lc, uint64_t seed);

@@ -1,0 +1,43 @@
+// The memory a training run will need, planned from the model's shape and the config before
+// anything of that size is allocated: printed by `train --dry-run`, and a plan that cannot fit is
+// refused with its numbers instead of failing with std::bad_alloc or the OOM killer mid-run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/config.h"
+#include "model/lora.h"
+#include "train/train_config.h"
+
+namespace medtune::train {
+
+// Bytes, fp32 throughout (CPU). mapped: the base model's file bytes; nf4: base linears quantized
+// at load (QLoRA, model::planned_weight_bytes), owned in memory, whose originals are not resident.
+// params: the LoRA parameters (gradients and AdamW's two moments are as large again each).
+struct MemoryPlan {
+  double mapped = 0, nf4 = 0, params = 0, acts = 0, acts_full = 0, acts_ckpt = 0, kv = 0, copies = 0;
+  int64_t shards = 1;
+  int threads = 1;
+  // What the run allocates itself (the mapped base is page cache the kernel can evict).
+  double owned() const { return nf4 + 4 * params + acts + kv + copies; }
+  double total() const { return mapped + owned(); }
+};
+
+// `lora` may hold shapes only (model::lora_shapes).
+MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
+                       int64_t weight_bytes, int64_t nf4_bytes);
+
+std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m);
+
+// Bytes of the files a checkpoint maps: a .gguf, or the .safetensors of a directory.
+int64_t checkpoint_bytes(const std::string& path);
+
+// MemAvailable from /proc/meminfo in bytes (0 when unknown).
+double available_memory_bytes();
+
+// Throws BadInput naming each part and the keys that shrink it when the memory the run allocates
+// itself is more than `available` bytes (0: unknown, no check).
+void refuse_if_too_large(const TrainConfig& cfg, const MemoryPlan& m, double available);
+
+}  // namespace medtune::train
