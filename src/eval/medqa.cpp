@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace medtune::eval {
 
@@ -24,6 +25,10 @@ std::string letter_range(int num_options) {
 }
 
 namespace {
+
+// A record longer than this is refused before it is parsed or tokenized: no real question is
+// anywhere near it, and one that were would not fit any model's context.
+constexpr size_t kMaxRecordBytes = 1 << 20;
 
 // Values quoted in messages are cut short: a whole vignette in an error line hides the point.
 std::string shorten(const std::string& s) {
@@ -271,6 +276,9 @@ json parse_line(const std::string& text) {
     record = json::parse(text, callback);
   } catch (const json::parse_error& e) {
     throw RecordError{std::string("not valid JSON: ") + e.what()};
+  } catch (const json::out_of_range& e) {  // a number beyond a double (1e999); fuzz_mcq_jsonl
+    throw RecordError{(last_key.empty() ? std::string("a number") : "field '" + last_key + "'") +
+                      " is out of range: " + e.what()};
   }
   if (!duplicate.empty()) {
     const auto dot = duplicate.find('.');
@@ -285,6 +293,7 @@ json parse_line(const std::string& text) {
 }  // namespace
 
 McqSet read_mcq_jsonl(const std::string& path, bool skip_invalid) {
+  require_input_file(path, "questions");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw BadInput(path + ": cannot open for reading");
   McqSet set;
@@ -301,6 +310,10 @@ McqSet read_mcq_jsonl(const std::string& path, bool skip_invalid) {
     if (is_blank(text)) continue;
     const std::string where = path + ":" + std::to_string(line) + ": ";
     try {
+      if (text.size() > kMaxRecordBytes)
+        throw RecordError{"the record is " + std::to_string(text.size()) + " bytes, more than the " +
+                          std::to_string(kMaxRecordBytes) +
+                          " a question may hold (MedQA's longest is under 4 KB): not a question"};
       McqItem item = parse_record(parse_line(text));
       item.id = file_name + ":" + std::to_string(line);
       item.line = line;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace medtune::train {
 
@@ -27,6 +28,7 @@ int64_t truncate_left(Example& ex, int64_t sequence_len) {
 }
 
 std::vector<ChatRecord> read_chat_jsonl(const std::string& path) {
+  require_input_file(path, "chat dataset");
   std::ifstream in(path);
   if (!in) throw BadInput(path + ": cannot open the chat dataset");
   std::vector<ChatRecord> out;
@@ -37,10 +39,18 @@ std::vector<ChatRecord> read_chat_jsonl(const std::string& path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(line_no);
     nlohmann::json j;
+    std::string last_key;  // names the field of a number beyond a double (1e999): fuzz_chat_jsonl
+    const auto track_key = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+      if (ev == nlohmann::json::parse_event_t::key) last_key = v.get<std::string>();
+      return true;
+    };
     try {
-      j = nlohmann::json::parse(line);
+      j = nlohmann::json::parse(line, track_key);
     } catch (const nlohmann::json::parse_error& e) {
       throw BadInput(where + ": not valid JSON: " + e.what());
+    } catch (const nlohmann::json::out_of_range& e) {
+      throw BadInput(where + ": " + (last_key.empty() ? "a number" : "field '" + last_key + "'") +
+                     " is out of range: " + e.what());
     }
     if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array())
       throw BadInput(where + ": field 'messages' (a list of {role, content}) is missing");

@@ -22,6 +22,8 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/suggest.h"
 
 namespace medtune::train {
 namespace {
@@ -64,32 +66,12 @@ std::string got(const YAML::Node& n) {
                           ", got " + got(n));
 }
 
-// Edit distance, for "did you mean" suggestions.
-size_t levenshtein(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-// The closest candidate within distance 3 (the first one on ties), or "".
-template <typename Names>
-std::string closest(std::string_view word, const Names& candidates) {
-  std::string best;
-  size_t best_d = 4;
-  for (const auto& c : candidates) {
-    const size_t d = levenshtein(word, c);
-    if (d < best_d) best_d = d, best = std::string(c);
-  }
-  return best;
+// A mapping key as text. YAML allows a list or a mapping as a key (`[a, b]: 1`), where yaml-cpp's
+// as<std::string> throws its own exception (found by fuzz/fuzz_train_config); keys are names.
+std::string key_name(const YAML::Node& key, const std::string& where, const std::string& of) {
+  if (key.IsSequence() || key.IsMap())
+    fail_at(where, "a key of " + of + " must be a name, got " + got(key));
+  return key.as<std::string>();
 }
 
 // ---- scalars, read with YAML's core-schema rules (quoted numbers are accepted, as pydantic does
@@ -105,10 +87,15 @@ bool is_set(const YAML::Node& n) {
   return n.size() > 0;
 }
 
+// libstdc++'s std::regex matches by recursion, frames per character: a 50,000-digit lora_r
+// overflowed the stack. Longer text is never a number, a duration or a plain word.
+constexpr size_t kMaxRegexText = 256;
+
 int64_t read_int(const Entry& e, std::string_view must, int64_t lo, int64_t hi = kMaxInt) {
   const YAML::Node& n = e.value;
   static const std::regex kInt("[-+]?[0-9]+");
-  if (!n.IsScalar() || !std::regex_match(n.Scalar(), kInt)) fail_type(e, n, must);
+  if (!n.IsScalar() || n.Scalar().size() > kMaxRegexText || !std::regex_match(n.Scalar(), kInt))
+    fail_type(e, n, must);
   std::string_view s = n.Scalar();
   if (s.front() == '+') s.remove_prefix(1);
   int64_t v = 0;
@@ -119,7 +106,7 @@ int64_t read_int(const Entry& e, std::string_view must, int64_t lo, int64_t hi =
 
 bool parse_float(const std::string& text, double& out) {
   static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (!std::regex_match(text, kFloat)) return false;
+  if (text.size() > kMaxRegexText || !std::regex_match(text, kFloat)) return false;
   std::string_view s = text;
   if (s.front() == '+') s.remove_prefix(1);
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
@@ -141,8 +128,37 @@ bool read_bool(const Entry& e) {
   return b;
 }
 
+// The offset of the first byte that is not well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing past U+10FFFF), or npos. The resolved config is written out as JSON, which
+// holds UTF-8 only (found by fuzz/fuzz_train_config).
+size_t invalid_utf8_at(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    size_t len = 1;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (b >= 0xC2 && b <= 0xDF)
+      len = 2;
+    else if (b >= 0xE0 && b <= 0xEF)
+      len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4)
+      len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    else if (b >= 0x80)
+      return i;
+    if (s.size() - i < len) return i;
+    for (size_t k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
 std::string read_string(const Entry& e, const YAML::Node& n, const std::string& name = "") {
   if (!n.IsScalar() || n.Scalar().empty()) fail_type(e, n, "a non-empty string", name);
+  if (const size_t bad = invalid_utf8_at(n.Scalar()); bad != std::string_view::npos)
+    fail_at(e.where(n), "'" + (name.empty() ? e.key : name) + "' is not valid UTF-8 (byte " +
+                            std::to_string(bad + 1) + " of the value)");
   return n.Scalar();
 }
 
@@ -207,7 +223,7 @@ std::vector<DatasetSpec> read_datasets(const Entry& e) {
     DatasetSpec d;
     bool has_path = false, has_type = false;
     for (const auto& kv : item) {
-      const std::string k = kv.first.as<std::string>();
+      const std::string k = key_name(kv.first, e.where(kv.first), name);
       const YAML::Node v = kv.second;
       if (k == "path") {
         d.path = resolve_path(read_string(e, v, name + ".path"));
@@ -285,7 +301,7 @@ void set_val_set_size(TrainConfig& c, const Entry& e) {
   constexpr std::string_view must = "a fraction in [0, 1) or a whole number of items";
   static const std::regex kInt("[+]?[0-9]+");
   const YAML::Node& n = e.value;
-  if (n.IsScalar() && std::regex_match(n.Scalar(), kInt)) {
+  if (n.IsScalar() && n.Scalar().size() <= kMaxRegexText && std::regex_match(n.Scalar(), kInt)) {
     c.val_set_count = read_int(e, must, 0);
     c.val_set_fraction = 0;
   } else {
@@ -314,7 +330,7 @@ struct BoolKey {
 
 constexpr std::string_view kPositiveInt = "a positive integer";
 constexpr std::string_view kCount = "an integer >= 0";
-constexpr std::array<IntKey, 11> kIntKeys{{
+constexpr std::array<IntKey, 12> kIntKeys{{
     {"lora_r", &TrainConfig::lora_r, kPositiveInt, 1, kMaxInt},
     {"sequence_len", &TrainConfig::sequence_len, "an integer between 16 and 1048576", 16, 1 << 20},
     {"micro_batch_size", &TrainConfig::micro_batch_size, kPositiveInt, 1, kMaxInt},
@@ -604,7 +620,8 @@ class ConfigBuilder {
       fail_at(path + ":" + std::to_string(root.Mark().line + 1),
               "a config must be a mapping of key: value");
     for (const auto& kv : root) {
-      Entry e{kv.first.as<std::string>(), kv.second, path, kv.first.Mark().line + 1};
+      const std::string where = path + ":" + std::to_string(kv.first.Mark().line + 1);
+      Entry e{key_name(kv.first, where, "the config"), kv.second, path, kv.first.Mark().line + 1};
       if (const auto it = index_.find(e.key); it != index_.end())
         fail_at(e.where(), "duplicate key '" + e.key + "' (first at line " +
                                std::to_string(entries_[it->second].line) + ")");
@@ -782,6 +799,7 @@ std::string_view answer_target_name(AnswerTarget t) { return name_of(t, kAnswerT
 
 TrainConfig load_train_config(const std::string& yaml_path,
                               const std::vector<std::string>& overrides) {
+  require_input_file(yaml_path, "config");
   std::ifstream in(yaml_path);
   if (!in) throw BadInput(yaml_path + ": cannot read the config file");
   std::stringstream text;
@@ -867,7 +885,7 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
 bool plain_word(const std::string& s) {
   static const std::regex kWord("[a-z][a-z0-9_]*");
   static const std::regex kYamlWord("y|n|yes|no|on|off|true|false|null");
-  return std::regex_match(s, kWord) && !std::regex_match(s, kYamlWord);
+  return s.size() <= kMaxRegexText && std::regex_match(s, kWord) && !std::regex_match(s, kYamlWord);
 }
 
 void emit(YAML::Emitter& out, const nlohmann::ordered_json& v) {
@@ -919,7 +937,8 @@ void emit(YAML::Emitter& out, const nlohmann::ordered_json& v) {
 
 std::optional<int64_t> parse_duration_s(std::string_view text) {
   static const std::regex kDuration("([0-9]+[dhms])+|[0-9]+");
-  if (!std::regex_match(text.begin(), text.end(), kDuration)) return std::nullopt;
+  if (text.size() > kMaxRegexText || !std::regex_match(text.begin(), text.end(), kDuration))
+    return std::nullopt;
   int64_t total = 0, number = 0;
   for (const char c : text) {
     if (c >= '0' && c <= '9') {

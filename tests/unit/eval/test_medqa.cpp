@@ -192,6 +192,24 @@ TEST(MedqaReader, SkipInvalidCountsAndKeepsReasons) {
       << set.skip_reasons[1];
 }
 
+// A number beyond a double is an out_of_range in nlohmann, not a parse_error: it must still be a
+// BadInput naming the line and the field, and skippable. Found by fuzz/fuzz_mcq_jsonl.
+TEST(MedqaReader, NumberBeyondADoubleIsBadInputNamingTheField) {
+  const std::string opts = R"("options": ["a", "b", "c", "d"])";
+  const std::string good = std::string(kGood) + "\n";
+  const std::string huge = R"({"question": "Q", )" + opts + R"(, "label": 1e999})";
+  EXPECT_EQ(error_of(good + huge + "\n").rfind("q.jsonl:2: field 'label' is out of range: ", 0),
+            0u);
+  EXPECT_EQ(error_of("-88888888e888888888888\n").rfind("q.jsonl:1: a number is out of range: ", 0),
+            0u);
+  const McqSet set = read_mcq_jsonl(write_file("huge.jsonl", good + huge + "\n" + good), true);
+  EXPECT_EQ(set.items.size(), 2u);
+  ASSERT_EQ(set.skip_reasons.size(), 1u);
+  EXPECT_NE(set.skip_reasons[0].find("huge.jsonl:2: field 'label' is out of range"),
+            std::string::npos)
+      << set.skip_reasons[0];
+}
+
 TEST(MedqaReader, MissingFileIsBadInput) {
   EXPECT_THROW(read_mcq_jsonl("/nonexistent/dev.jsonl", false), BadInput);
 }

@@ -171,5 +171,28 @@ TEST(TrainData, ChatJsonlErrorsNameTheLine) {
   std::filesystem::remove(path);
 }
 
+// A number beyond a double is an out_of_range in nlohmann, not a parse_error: it must still be a
+// BadInput naming the line and the field. Found by fuzz/fuzz_chat_jsonl.
+TEST(TrainData, ChatJsonlNumberBeyondADoubleIsBadInput) {
+  const auto path = (std::filesystem::temp_directory_path() / "medtune_chat_huge.jsonl").string();
+  {
+    std::ofstream out(path);
+    out << R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})"
+        << "\n"
+        << R"({"messages":[{"role":"user","content":1e999}]})"
+        << "\n";
+  }
+  try {
+    read_chat_jsonl(path);
+    FAIL() << "expected BadInput";
+  } catch (const BadInput& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("medtune_chat_huge.jsonl:2: field 'content' is out of range"),
+        std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace medtune::train

@@ -438,9 +438,58 @@ TEST(TrainConfig, FileErrors) {
     train::load_train_config((scratch() / "absent.yaml").string(), {});
     ADD_FAILURE() << "no error for a missing file";
   } catch (const BadInput& e) {
-    EXPECT_EQ(std::string(e.what()),
-              (scratch() / "absent.yaml").string() + ": cannot read the config file");
+    EXPECT_EQ(std::string(e.what()), "config " + (scratch() / "absent.yaml").string() + ": no such file");
   }
+  // A directory opens as a stream on Linux and reads as empty: it used to be reported as
+  // "missing required key 'base_model'".
+  try {
+    train::load_train_config(scratch().string(), {});
+    ADD_FAILURE() << "no error for a directory";
+  } catch (const BadInput& e) {
+    EXPECT_EQ(std::string(e.what()), "config " + scratch().string() + ": is a directory, expected a file");
+  }
+}
+
+// Inputs that fuzz/fuzz_train_config found escaping as another exception or crashing; each is now
+// a BadInput naming the file, the line and the key.
+TEST(TrainConfig, FuzzerFindsAreBadInput) {
+  // A list or a mapping as a key: yaml-cpp's as<std::string> threw its own bad-conversion error.
+  EXPECT_EQ(error_of("{base_model: m.gguf, [a, b]: 1}\n"),
+            cfg_path() + ":1: a key of the config must be a name, got a list");
+  EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - path: t.jsonl\n    ? {x: 1}\n    : 2\n"),
+            cfg_path() + ":4: a key of datasets[0] must be a name, got a mapping");
+  // Not UTF-8 (raw bytes; yaml-cpp's escapes always give UTF-8): it loaded, then writing the
+  // resolved config as JSON threw nlohmann's type_error.316 ("internal error" from medtune train).
+  EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - path: data/medqa_\x9c"
+                     "ev.jsonl\n    type: medqa\n"),
+            cfg_path() + ":3: 'datasets[0].path' is not valid UTF-8 (byte 12 of the value)");
+  EXPECT_EQ(error_of(kMinimal + "system_prompt: \"ok \xed\xa0\x80\"\n"),  // a surrogate
+            cfg_path() + ":5: 'system_prompt' is not valid UTF-8 (byte 4 of the value)");
+  EXPECT_EQ(error_of(kMinimal, {"output_dir=runs/\xc0\xaf"}),
+            "command line: 'output_dir' is not valid UTF-8 (byte 6 of the value)");
+  EXPECT_EQ(load_text(kMinimal + "system_prompt: \"Réponds: \\u00e9 \\U0001F600\"\n").system_prompt,
+            "Réponds: é \xF0\x9F\x98\x80");
+  // A 100,000-digit number or duration overflowed the stack inside std::regex (found by probing
+  // past the fuzzer's 4 KB inputs); a long plain system_prompt did the same in to_yaml.
+  const std::string digits(100000, '1');
+  EXPECT_EQ(error_of(kMinimal + "lora_r: " + digits + "\n").rfind(
+                cfg_path() + ":5: 'lora_r' must be a positive integer, got '111", 0),
+            0u);
+  EXPECT_EQ(error_of(kMinimal + "learning_rate: " + digits + "\n").rfind(
+                cfg_path() + ":5: 'learning_rate' must be a number > 0, got '111", 0),
+            0u);
+  EXPECT_EQ(error_of(kMinimal + "val_set_size: " + digits + "\n").rfind(
+                cfg_path() + ":5: 'val_set_size' must be a fraction", 0),
+            0u);
+  EXPECT_EQ(error_of(kMinimal + "max_runtime: " + digits + "s\n").rfind(
+                cfg_path() + ":5: 'max_runtime' must be a duration", 0),
+            0u);
+  EXPECT_FALSE(train::parse_duration_s(digits + "s").has_value());
+  TrainConfig c = load_text(kMinimal + "system_prompt: " + std::string(100000, 'a') + "\n");
+  c.warnings.clear();
+  TrainConfig back = load_text(train::to_yaml(c));
+  back.warnings.clear();
+  EXPECT_EQ(back, c);
 }
 
 // A config exercising every kind of value, for the round trips.
