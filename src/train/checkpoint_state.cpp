@@ -61,7 +61,8 @@ nlohmann::json to_json(const TrainerState& s) {
           {"rng", {{"kind", "counter-based: (seed, epoch) for the data order, (seed, step) for dropout"}}},
           {"num_threads", s.num_threads},
           {"metrics_bytes", s.metrics_bytes},
-          {"elapsed_s", s.elapsed_s}};
+          {"elapsed_s", s.elapsed_s},
+          {"skipped_steps", s.skipped_steps}};
 }
 
 TrainerState trainer_state_from_json(const nlohmann::json& j, const std::string& origin) {
@@ -91,12 +92,17 @@ TrainerState trainer_state_from_json(const nlohmann::json& j, const std::string&
     s.num_threads = j.at("num_threads").get<int64_t>();
     s.metrics_bytes = j.at("metrics_bytes").get<int64_t>();
     s.elapsed_s = j.at("elapsed_s").get<double>();
+    // Absent in checkpoints written before steps could be skipped: none were.
+    s.skipped_steps = j.value("skipped_steps", int64_t{0});
   } catch (const nlohmann::json::exception& e) {
     throw BadInput(origin + ": " + e.what());
   }
   if (s.step < 0 || static_cast<int64_t>(s.losses.size()) != s.step)
     throw BadInput(origin + ": step " + std::to_string(s.step) + " but " + std::to_string(s.losses.size()) +
                    " losses");
+  if (s.skipped_steps < 0 || s.skipped_steps > s.step)
+    throw BadInput(origin + ": skipped_steps " + std::to_string(s.skipped_steps) + " is not within 0.." +
+                   std::to_string(s.step));
   if (s.cursor.epoch < 0 || s.cursor.position < 0 || s.cursor.consumed < 0)
     throw BadInput(origin + ": negative cursor");
   return s;

@@ -42,6 +42,8 @@ struct TrainerState {
   int64_t metrics_bytes = 0;  // length of metrics.jsonl when it was written: a resume cuts the
                               // lines of steps it will redo
   double elapsed_s = 0;       // wall time of all slices so far
+  int64_t skipped_steps = 0;  // steps with a non-finite loss or gradient that made no update
+                              // (skip_nonfinite_steps); AdamW's step count is step - this
 };
 
 nlohmann::json to_json(const TrainerState& s);

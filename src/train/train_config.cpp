@@ -343,6 +343,7 @@ constexpr std::array<IntKey, 12> kIntKeys{{
     {"eval_steps", &TrainConfig::eval_steps, kCount, 0, kMaxInt},
     {"logging_steps", &TrainConfig::logging_steps, kPositiveInt, 1, kMaxInt},
     {"num_threads", &TrainConfig::num_threads, kCount, 0, kMaxInt},
+    {"skip_nonfinite_steps", &TrainConfig::skip_nonfinite_steps, kCount, 0, kMaxInt},
 }};
 constexpr std::array<FloatKey, 9> kFloatKeys{{
     {"lora_alpha", &TrainConfig::lora_alpha, Range::kPositive},
@@ -867,6 +868,7 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
   j["adam_beta2"] = c.adam_beta2;
   j["adam_epsilon"] = c.adam_epsilon;
   j["max_grad_norm"] = c.max_grad_norm;
+  j["skip_nonfinite_steps"] = c.skip_nonfinite_steps;
   j["gradient_checkpointing"] = c.gradient_checkpointing;
   j["seed"] = c.seed;
   j["output_dir"] = c.output_dir;

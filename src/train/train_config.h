@@ -79,6 +79,10 @@ struct TrainConfig {
   double adam_beta2 = 0.999;
   double adam_epsilon = 1e-8;
   double max_grad_norm = 1.0;  // 0: no clipping
+  // Steps with a non-finite loss or gradient norm that may be skipped (no update) in the whole
+  // run before it stops as diverged; 0: stop at the first (the trainer never writes a
+  // non-finite adapter either way).
+  int64_t skip_nonfinite_steps = 0;
   bool gradient_checkpointing = false;
   int64_t seed = 42;
 

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 #include "io/peft_adapter.h"
 #include "io/provenance.h"
 #include "model/lora_peft.h"
@@ -175,6 +176,72 @@ std::optional<CheckpointEntry> find_resume_point(const TrainConfig& cfg, Progres
   return CheckpointEntry{step.value_or(-1), path};
 }
 
+// A fresh start into a directory that holds an earlier run: its checkpoints (a later --resume
+// auto would take them for this run's, and pruning would delete this run's newer-numbered ones in
+// their favour) or its final adapter. Forgetting --resume must not cost a long run: refused
+// unless the user asked for the old run to be replaced. Checks only; writes nothing.
+void refuse_earlier_run(const TrainConfig& cfg, const TrainHooks& hooks) {
+  if (hooks.overwrite_output_dir) return;
+  const auto old_checkpoints = list_checkpoints(cfg.output_dir);
+  std::error_code ec;
+  const bool old_adapter = fs::exists(fs::path(cfg.output_dir) / "adapter", ec);
+  if (old_checkpoints.empty() && !old_adapter) return;
+  const std::string what =
+      old_checkpoints.empty() ? "the adapter of an earlier run (adapter/)"
+                              : "checkpoints of an earlier run (" +
+                                    fs::path(old_checkpoints.back().path).filename().string() +
+                                    (cfg.resume_from_checkpoint == "auto" ? ", none of them valid" : "") + ")";
+  throw BadInput("output_dir " + cfg.output_dir + " holds " + what +
+                 ": continue it with --resume auto, choose another output_dir, or pass "
+                 "--overwrite-output-dir to replace it (nothing was changed)");
+}
+
+bool all_finite(const model::LoraWeights& lora) {
+  for (const auto& layer : lora.layers)
+    for (const auto& ll : layer)
+      for (const auto* v : {&ll.A, &ll.B})
+        for (float x : *v)
+          if (!std::isfinite(x)) return false;
+  return true;
+}
+
+// "NaN", "Inf", "-Inf" spelled the same on every libc (printf gives "nan" or "-nan").
+std::string number_text(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Inf" : "-Inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+// A diverged run ends here: the last good checkpoint stays as it is, no adapter is written (the
+// weights in memory are the last finite ones, but not what the run was asked to produce), and the
+// manifest and the metrics log say so.
+TrainSummary finish_diverged(TrainSummary sum, nlohmann::json& manifest, const std::string& started,
+                             MetricsLog& metrics, const std::string& output_dir, double elapsed_s) {
+  sum.elapsed_s = elapsed_s;
+  manifest["run"] = {{"started", started},
+                     {"finished", utc_timestamp_now()},
+                     {"status", "diverged"},
+                     {"diverged", sum.diverged},
+                     {"elapsed_s", sum.elapsed_s},
+                     {"steps", sum.steps},
+                     {"total_steps", sum.total_steps},
+                     {"skipped_steps", sum.skipped_steps},
+                     {"last_checkpoint", sum.checkpoint_dir.empty() ? nlohmann::json() : nlohmann::json(sum.checkpoint_dir)}};
+  manifest["outputs"] = nlohmann::json::array();
+  write_run_manifest(output_dir, manifest);
+  metrics.write({{"summary", {{"steps", sum.steps},
+                              {"total_steps", sum.total_steps},
+                              {"tokens", sum.tokens},
+                              {"input_tokens", sum.input_tokens},
+                              {"skipped_steps", sum.skipped_steps},
+                              {"elapsed_s", sum.elapsed_s},
+                              {"stop_reason", "diverged"},
+                              {"diverged", sum.diverged}}}});
+  return sum;
+}
+
 }  // namespace
 
 void request_stop() { g_stop_signal = SIGINT; }
@@ -191,7 +258,14 @@ StepPlan plan_steps(const TrainConfig& cfg, const std::vector<int64_t>& lengths)
     p.total_steps = cfg.max_steps;
   } else {
     const double micro = cfg.num_epochs * static_cast<double>(p.batches_per_epoch);
-    p.total_steps = static_cast<int64_t>(std::ceil(micro / static_cast<double>(cfg.gradient_accumulation_steps)));
+    const double steps = std::ceil(micro / static_cast<double>(cfg.gradient_accumulation_steps));
+    // Past int64 the conversion is undefined (it gave 1 step); far below it no run ends.
+    constexpr double kMaxSteps = 1e9;
+    if (!(steps <= kMaxSteps))
+      throw BadInput("num_epochs " + number_text(cfg.num_epochs) + " of " + std::to_string(p.batches_per_epoch) +
+                     " micro-batches is " + number_text(steps) + " optimizer steps, more than the " +
+                     number_text(kMaxSteps) + " a run may plan");
+    p.total_steps = static_cast<int64_t>(steps);
   }
   p.total_steps = std::max<int64_t>(p.total_steps, 1);
   p.warmup_steps = cfg.warmup_ratio
@@ -222,13 +296,12 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   if (cfg.num_threads > 0) omp_set_num_threads(static_cast<int>(cfg.num_threads));
   const auto t0 = Clock::now();
   StopSignals signals;
-
-  fs::create_directories(cfg.output_dir);
   Progress progress(log, std::cerr, isatty(STDERR_FILENO) != 0);
   for (const auto& w : cfg.warnings) progress.message("warning: " + w);
-  for (const auto& name : remove_interrupted_saves(cfg.output_dir))
-    progress.message("removed " + name + " (a save that was interrupted)");
-  const int64_t save_delay_ms = save_delay_ms_from_env();
+
+  // ---- Phase 1: every check that can refuse the run. Nothing is written before it ends: a
+  // refused command must leave a finished run's manifest, config and adapter as they were.
+  io::check_output_dir(cfg.output_dir, "output_dir");
 
   // Hashed once per run: every checkpoint records it, and a resume compares it.
   const auto hash_start = Clock::now();
@@ -242,26 +315,8 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
                   identity.data_files.size(), seconds_since(hash_start));
     progress.message(buf);
   }
-  const std::string config_json = to_json(cfg).dump(2) + "\n";
-  const std::string config_path = (fs::path(cfg.output_dir) / "config_resolved.json").string();
-  io::atomic_write_file(config_path, config_json);
-
-  // Provenance: manifest.json is written now (a run that dies still says what it was made from)
-  // and completed at the end; every adapter written carries the run's identity hash.
-  nlohmann::json manifest = make_run_manifest(make_run_inputs(cfg, identity, omp_get_max_threads()));
-  manifest["config_resolved"] = config_digest(cfg.output_dir);
-  const std::string started = utc_timestamp_now();
-  manifest["run"] = {{"started", started}, {"status", "running"}};
-  write_run_manifest(cfg.output_dir, manifest);
-  std::map<std::string, std::string> adapter_metadata = hooks.adapter_metadata;
-  adapter_metadata[kAdapterManifestKey] = manifest["inputs_sha256"].get<std::string>();
 
   model::LoraWeights lora = model::init_lora(model.config(), lora_config(cfg), static_cast<uint64_t>(cfg.seed));
-  model.set_lora(&lora);
-  struct Unset {
-    model::LlamaModel& m;
-    ~Unset() { m.set_lora(nullptr); }
-  } unset{model};
   AdamW adamw(adamw_config(cfg), lora_params(lora));
   const std::vector<std::span<float>> grads_mut = lora_grads(lora);
   const std::span<const std::span<float>> grads(grads_mut);
@@ -282,23 +337,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
 
   // Resume: everything the uninterrupted run would hold after checkpoint's step.
   const std::optional<CheckpointEntry> from = find_resume_point(cfg, progress);
-  if (!from) {
-    // A fresh start in a directory that holds checkpoints would have to delete them (a later
-    // --resume auto would take them for this run's, and pruning would delete this run's
-    // newer-numbered ones in their favour). Forgetting --resume must not cost a long run: refuse
-    // unless the user asked for the old run to be replaced.
-    const auto old_checkpoints = list_checkpoints(cfg.output_dir);
-    if (!old_checkpoints.empty() && !hooks.overwrite_output_dir)
-      throw BadInput("output_dir " + cfg.output_dir + " holds checkpoints of an earlier run (" +
-                     fs::path(old_checkpoints.back().path).filename().string() +
-                     (cfg.resume_from_checkpoint == "auto" ? ", none of them valid" : "") +
-                     "): continue it with --resume auto, choose another output_dir, or pass "
-                     "--overwrite-output-dir to delete them and start fresh");
-    for (const auto& old : old_checkpoints) {
-      fs::remove_all(old.path);
-      progress.message("removed " + old.path + " (--overwrite-output-dir: this run starts fresh)");
-    }
-  }
+  if (!from) refuse_earlier_run(cfg, hooks);
   TrainerState resumed;
   if (from) {
     const RunIdentity saved = identity_from_json(read_json_file(from->path + "/identity.json"), from->path + "/identity.json");
@@ -321,13 +360,17 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
                      " (" + std::to_string(plan.warmup_steps) + ")");
     restore_lora(lora, from->path);
     read_optimizer_state(from->path + "/optimizer.safetensors", adamw);
-    if (adamw.step_count() != resumed.step)
+    if (adamw.step_count() != resumed.step - resumed.skipped_steps)
       throw BadInput(from->path + ": optimizer.safetensors is at step " + std::to_string(adamw.step_count()) +
-                     ", trainer_state.json at step " + std::to_string(resumed.step));
+                     ", trainer_state.json at step " + std::to_string(resumed.step) + " with " +
+                     std::to_string(resumed.skipped_steps) + " skipped");
+    if (!all_finite(lora))
+      throw BadInput(from->path + "/adapter_model.safetensors: holds NaN or Inf weights; resume from an earlier checkpoint");
     sum.tokens = resumed.tokens;
     sum.input_tokens = resumed.input_tokens;
     sum.losses = resumed.losses;
     sum.evals = resumed.evals;
+    sum.skipped_steps = resumed.skipped_steps;
     if (!sum.losses.empty()) sum.final_loss = sum.losses.back();
     sum.resumed_from = sum.checkpoint_dir = from->path;
     if (resumed.num_threads != omp_get_max_threads())
@@ -342,6 +385,37 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     if (!hooks.force_resume) throw BadInput(msg);
     progress.message("warning: --force-resume: " + msg);
   }
+
+  // ---- Phase 2: the run's files.
+  io::prepare_output_dir(cfg.output_dir, "output_dir");
+  for (const auto& name : remove_interrupted_saves(cfg.output_dir))
+    progress.message("removed " + name + " (a save that was interrupted)");
+  if (!from)
+    for (const auto& old : list_checkpoints(cfg.output_dir)) {
+      fs::remove_all(old.path);
+      progress.message("removed " + old.path + " (--overwrite-output-dir: this run starts fresh)");
+    }
+  const int64_t save_delay_ms = save_delay_ms_from_env();
+  const std::string config_json = to_json(cfg).dump(2) + "\n";
+  const std::string config_path = (fs::path(cfg.output_dir) / "config_resolved.json").string();
+  io::atomic_write_file(config_path, config_json);
+
+  // Provenance: manifest.json is written now (a run that dies still says what it was made from)
+  // and completed at the end; every adapter written carries the run's identity hash.
+  nlohmann::json manifest = make_run_manifest(make_run_inputs(cfg, identity, omp_get_max_threads()));
+  manifest["config_resolved"] = config_digest(cfg.output_dir);
+  const std::string started = utc_timestamp_now();
+  manifest["run"] = {{"started", started}, {"status", "running"}};
+  write_run_manifest(cfg.output_dir, manifest);
+  std::map<std::string, std::string> adapter_metadata = hooks.adapter_metadata;
+  adapter_metadata[kAdapterManifestKey] = manifest["inputs_sha256"].get<std::string>();
+
+  model.set_lora(&lora);
+  struct Unset {
+    model::LlamaModel& m;
+    ~Unset() { m.set_lora(nullptr); }
+  } unset{model};
+
   // A resume in the checkpoint's own run directory continues its log from the checkpoint; one
   // into another output_dir (--resume PATH elsewhere) starts a new log there.
   std::error_code same_ec;
@@ -399,6 +473,9 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     st.num_threads = omp_get_max_threads();
     st.metrics_bytes = metrics.bytes();
     st.elapsed_s = resumed.elapsed_s + seconds_since(t0);
+    st.skipped_steps = sum.skipped_steps;
+    // Never on disk as a result: the loop stops before a non-finite update is kept.
+    if (!all_finite(lora)) throw Internal("checkpoint-" + std::to_string(done) + ": the adapter holds NaN or Inf");
     const io::PeftAdapter adapter = model::lora_to_peft(lora, cfg.base_model);
     auto json_part = [](const std::string& file, std::string text) {
       return [file, text = std::move(text)](const std::string& dir) { io::atomic_write_file(dir + "/" + file, text); };
@@ -450,9 +527,35 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     for (const auto& b : micro) loss_sum += model::forward_backward(model, lora, b, opt).loss_sum;
     const double grad_norm = cfg.max_grad_norm > 0 ? clip_grad_norm(grads, cfg.max_grad_norm) : global_grad_norm(grads);
     const double lr = lr_at(sched, step);
-    adamw.step(lr);
-
     const double loss = step_targets > 0 ? loss_sum / static_cast<double>(step_targets) : 0.0;
+    // A non-finite loss or gradient would turn every weight into NaN: the step makes no update.
+    // Up to skip_nonfinite_steps such steps are skipped; one more and the run has diverged.
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      ++sum.skipped_steps;
+      const std::string what = "step " + std::to_string(step + 1) + ": loss " + number_text(loss) +
+                               ", gradient norm " + number_text(grad_norm);
+      if (sum.skipped_steps > cfg.skip_nonfinite_steps) {
+        sum.diverged = what + (cfg.skip_nonfinite_steps > 0 ? " (" + std::to_string(sum.skipped_steps) +
+                                                                  " non-finite steps, skip_nonfinite_steps " +
+                                                                  std::to_string(cfg.skip_nonfinite_steps) + ")"
+                                                            : "");
+        sum.stop_reason = "diverged";
+        break;
+      }
+      progress.message("warning: " + what + ": step skipped, no update (" + std::to_string(sum.skipped_steps) +
+                       " of skip_nonfinite_steps " + std::to_string(cfg.skip_nonfinite_steps) + ")");
+    } else {
+      adamw.step(lr);
+      // An update can overflow even from finite gradients (a learning rate of 1e30): it cannot be
+      // undone, so the run stops before anything holding it is saved.
+      if (!all_finite(lora)) {
+        sum.diverged = "step " + std::to_string(step + 1) + ": the update made LoRA weights NaN or Inf (learning rate " +
+                       number_text(lr) + ")";
+        sum.stop_reason = "diverged";
+        break;
+      }
+    }
+
     sum.losses.push_back(loss);
     sum.tokens += step_targets;
     sum.final_loss = loss;
@@ -460,8 +563,6 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     const double train_s = seconds_since(train_start);
     ProgressState ps{done, plan.total_steps, loss, lr,
                      train_s > 0 ? static_cast<double>(sum.input_tokens - input_tokens_before) / train_s : 0.0, seconds_since(t0), rss_bytes()};
-    if (!std::isfinite(loss) || !std::isfinite(grad_norm))
-      progress.message("warning: step " + std::to_string(done) + ": non-finite loss or gradient norm");
     if (cfg.logging_steps > 0 && (done % cfg.logging_steps == 0 || done == plan.total_steps)) {
       metrics.write({{"step", done},
                      {"epoch", static_cast<double>(cursor.consumed()) / static_cast<double>(plan.batches_per_epoch)},
@@ -480,6 +581,8 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   }
   sum.steps = step;
   progress.finish();
+  if (sum.stop_reason == "diverged")
+    return finish_diverged(std::move(sum), manifest, started, metrics, cfg.output_dir, seconds_since(t0));
 
   // The final evaluation: what the user reads. Skipped on a stop (signal or max_runtime): the user
   // or the time limit asked for the run to end now, and an evaluation can take minutes.
@@ -500,6 +603,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
                      {"steps", sum.steps},
                      {"total_steps", sum.total_steps},
                      {"target_tokens", sum.tokens},
+                     {"skipped_steps", sum.skipped_steps},
                      {"final_loss", sum.final_loss}};
   if (!sum.evals.empty()) {
     const EvalPoint& e = sum.evals.back();
@@ -522,6 +626,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
                               {"tokens", sum.tokens},
                               {"input_tokens", sum.input_tokens},
                               {"final_loss", sum.final_loss},
+                              {"skipped_steps", sum.skipped_steps},
                               {"elapsed_s", sum.elapsed_s},
                               {"stop_reason", sum.stop_reason}}}});
   return sum;

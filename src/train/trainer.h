@@ -59,7 +59,9 @@ struct TrainSummary {
   double final_loss = 0;    // last step's mean loss
   std::vector<double> losses;  // per step
   std::vector<EvalPoint> evals;
-  std::string stop_reason;  // "completed", "signal", "max_runtime"
+  std::string stop_reason;  // "completed", "signal", "max_runtime", "diverged"
+  std::string diverged;     // with "diverged": the step and what was not finite
+  int64_t skipped_steps = 0;  // steps that made no update (non-finite; skip_nonfinite_steps)
   std::string adapter_dir;
   std::string checkpoint_dir;  // the last checkpoint written ("" if none)
   std::string resumed_from;    // the checkpoint this run continued ("" for a fresh start)

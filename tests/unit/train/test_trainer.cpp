@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "model/train_step.h"
@@ -212,6 +213,86 @@ TEST(Trainer, StopRequestSavesTheAdapterAndStopsBetweenSteps) {
   EXPECT_EQ(s.steps, 0);
   EXPECT_NE(log.str().find("stopped by signal after step 0; adapter saved to"), std::string::npos) << log.str();
   EXPECT_TRUE(std::filesystem::exists(out + "/adapter/adapter_config.json"));
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Issue #18, item 1: a fresh start refused because output_dir holds a finished run must not touch
+// that run's manifest or resolved config (it used to rewrite both before refusing).
+TEST(Trainer, RefusedFreshStartWritesNothing) {
+  auto model = open_fixture();
+  TrainData data;
+  data.train = synthetic_examples(8, 41);
+  const auto out = temp_dir("refused");
+  auto cfg = tiny_config(out);
+  cfg.max_steps = 2;
+  std::ostringstream log;
+  run_training(cfg, model, data, {}, log);
+  const std::string manifest = file_text(out + "/manifest.json");
+  const std::string config = file_text(out + "/config_resolved.json");
+  ASSERT_NE(manifest.find("\"completed\""), std::string::npos);
+  cfg.learning_rate = 5e-3;  // a changed setting, as a user retrying with another value would
+  EXPECT_THROW(run_training(cfg, model, data, {}, log), BadInput);
+  cfg.resume_from_checkpoint = "auto";
+  EXPECT_THROW(run_training(cfg, model, data, {}, log), BadInput);
+  EXPECT_EQ(file_text(out + "/manifest.json"), manifest);
+  EXPECT_EQ(file_text(out + "/config_resolved.json"), config);
+}
+
+// Issue #18, item 2: a learning rate that blows up stops the run at the first non-finite loss;
+// the last checkpoint stays and no adapter is written.
+TEST(Trainer, DivergedRunStopsAndWritesNoAdapter) {
+  auto model = open_fixture();
+  TrainData data;
+  data.train = synthetic_examples(8, 43);
+  const auto out = temp_dir("diverged");
+  auto cfg = tiny_config(out);
+  cfg.learning_rate = 1e20;
+  cfg.max_grad_norm = 0;
+  cfg.save_steps = 1;
+  cfg.save_total_limit = 0;
+  std::ostringstream log;
+  const auto s = run_training(cfg, model, data, {}, log);
+  EXPECT_EQ(s.stop_reason, "diverged");
+  EXPECT_EQ(s.steps, 1) << log.str();
+  EXPECT_NE(s.diverged.find("step 2: loss NaN"), std::string::npos) << s.diverged;
+  EXPECT_EQ(s.checkpoint_dir, out + "/checkpoint-1");
+  EXPECT_FALSE(std::filesystem::exists(out + "/adapter"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/checkpoint-2"));
+  EXPECT_NE(file_text(out + "/manifest.json").find("\"diverged\""), std::string::npos);
+  EXPECT_EQ(model.lora(), nullptr);
+}
+
+// skip_nonfinite_steps: skipped steps make no update, and a checkpoint written after one resumes
+// (AdamW's step count is the step minus the skipped ones).
+TEST(Trainer, SkippedStepsMakeNoUpdateAndResume) {
+  auto model = open_fixture();
+  TrainData data;
+  data.train = synthetic_examples(8, 47);
+  const auto out = temp_dir("skipped");
+  auto cfg = tiny_config(out);
+  cfg.learning_rate = 1e20;
+  cfg.max_grad_norm = 0;
+  cfg.max_steps = 4;
+  cfg.save_steps = 2;
+  cfg.skip_nonfinite_steps = 10;
+  std::ostringstream log;
+  const auto s = run_training(cfg, model, data, {}, log);
+  EXPECT_EQ(s.stop_reason, "completed");
+  EXPECT_EQ(s.skipped_steps, 3) << log.str();  // steps 2, 3 and 4 see the weights of step 1
+  EXPECT_TRUE(std::filesystem::exists(out + "/adapter/adapter_model.safetensors"));
+  cfg.max_steps = 4;
+  cfg.resume_from_checkpoint = out + "/checkpoint-2";
+  cfg.output_dir = temp_dir("skipped_resumed");
+  std::ostringstream log2;
+  const auto r = run_training(cfg, model, data, {}, log2);
+  EXPECT_EQ(r.skipped_steps, 3) << log2.str();
+  EXPECT_EQ(r.stop_reason, "completed");
 }
 
 TEST(Trainer, PlanStepsFollowsTransformers) {
