@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "adapter_loading.h"
+#include "cli_checks.h"
 #include "commands.h"
 #include "core/error.h"
 #include "eval/compare.h"
@@ -21,8 +22,10 @@
 #include "eval/run_provenance.h"
 #include "eval/scorer.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 #include "io/provenance.h"
 #include "model/llama.h"
+#include "model/weight_check.h"
 #include "model_files.h"
 
 namespace medtune::cli {
@@ -36,7 +39,8 @@ struct EvalArgs {
   int fewshot = 0;
   uint64_t fewshot_seed = 1234;
   int64_t limit = 0;
-  bool skip_invalid = false, json = false, quiet = false;
+  bool skip_invalid = false, json = false, quiet = false, check_tensors = true;
+  bool system_given = false, template_given = false, pool_given = false;
   std::vector<std::string> compare;
 };
 
@@ -51,6 +55,14 @@ void run_compare(const EvalArgs& a) {
 
 void run_eval(const EvalArgs& a) {
   if (a.model.empty() || a.data.empty()) throw BadInput("eval needs MODEL and --data FILE (or --compare RUN_A RUN_B)");
+  // Options that would be silently ignored in this combination are refused instead.
+  if (a.system_given && a.format != "chat")
+    throw BadInput("--system is the chat format's system message: it needs --format chat (this run: " + a.format + ")");
+  if (a.template_given && a.format != "custom")
+    throw BadInput("--prompt-template is read only with --format custom (this run: " + a.format + ")");
+  if (a.pool_given && a.fewshot == 0) throw BadInput("--fewshot-pool is used only with --fewshot N (N >= 1)");
+  // Where the report goes is checked before minutes of scoring, not after.
+  io::prepare_output_dir(a.out, "--out");
   const auto t0 = std::chrono::steady_clock::now();
   eval::McqSet set = eval::read_mcq_jsonl(a.data, a.skip_invalid);
   if (a.limit > 0 && static_cast<int64_t>(set.items.size()) > a.limit) set.items.resize(static_cast<size_t>(a.limit));
@@ -59,6 +71,7 @@ void run_eval(const EvalArgs& a) {
               << set.skip_reasons.front() << "\n";
 
   auto ckpt = io::open_checkpoint(a.model);
+  if (a.check_tensors) model::check_weights_finite(ckpt);
   const auto tok = open_tokenizer(ckpt);
   eval::PromptOptions popt;
   popt.format = eval::parse_prompt_format(a.format);
@@ -82,6 +95,12 @@ void run_eval(const EvalArgs& a) {
     if (!a.quiet && (done % 10 == 0 || done == total)) std::cerr << "\rscored " << done << "/" << total << std::flush;
   });
   if (!a.quiet) std::cerr << "\n";
+  int64_t truncated = 0;
+  for (const auto& r : results) truncated += r.truncated_tokens > 0 ? 1 : 0;
+  if (truncated > 0)
+    std::cerr << "medtune: note: " << truncated << " question(s) longer than the model's context ("
+              << model.config().max_position_embeddings
+              << " tokens) were cut from the left, as lm-eval does; predictions.jsonl marks them (truncated_tokens)\n";
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const eval::Metrics metrics = eval::compute_metrics(results, set.num_options);
@@ -100,6 +119,8 @@ void run_eval(const EvalArgs& a) {
   prov["command_line"] = eval::process_command_line();
   prov["data_questions"] = set.items.size();
   prov["data_skipped_invalid"] = set.skipped;
+  prov["truncated_questions"] = truncated;
+  prov["weights_checked_finite"] = a.check_tensors;
   prov["prompt_format"] = a.format;
   if (popt.format == eval::PromptFormat::chat) prov["system_prompt"] = a.system_prompt;
   prov["fewshot"] = a.fewshot;
@@ -115,7 +136,6 @@ void run_eval(const EvalArgs& a) {
   prov["questions_per_second"] = static_cast<double>(results.size()) / seconds;
   const auto report = eval::make_report(metrics, prov);
 
-  std::filesystem::create_directories(a.out);
   eval::write_report_json(a.out + "/" + eval::kReportJsonName, report);
   eval::write_predictions_jsonl(a.out + "/" + eval::kPredictionsName, results);
   io::atomic_write_file(a.out + "/" + eval::kReportHtmlName, eval::render_html_report(report));
@@ -150,17 +170,23 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "Directory for report.json, report.html, predictions.jsonl")->capture_default_str();
   cmd->add_option("--format", a->format, "Prompt format: lm_eval | chat | custom")->capture_default_str();
   cmd->add_option("--scoring", a->scoring, "letter (option letters) | text (option texts: acc and acc_norm)")->capture_default_str();
-  cmd->add_option("--system", a->system_prompt, "System prompt (chat format)");
-  cmd->add_option("--prompt-template", a->prompt_template, "Custom prompt file with {question} {options} {A}.. placeholders");
-  cmd->add_option("--fewshot", a->fewshot, "Number of solved examples before each question")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--fewshot-pool", a->fewshot_pool, "JSONL the few-shot examples are drawn from");
-  cmd->add_option("--fewshot-seed", a->fewshot_seed, "Seed of the few-shot draw (lm-eval's fewshot_random_seed)")->capture_default_str();
-  cmd->add_option("--limit", a->limit, "Score only the first N questions")->check(CLI::NonNegativeNumber);
+  CLI::Option* system = cmd->add_option("--system", a->system_prompt, "System prompt (chat format)");
+  CLI::Option* tmpl = cmd->add_option("--prompt-template", a->prompt_template,
+                                      "Custom prompt file with {question} {options} {A}.. placeholders (--format custom)");
+  cmd->add_option("--fewshot", a->fewshot, "Number of solved examples before each question")->check(integer_in(0, 1000));
+  CLI::Option* pool = cmd->add_option("--fewshot-pool", a->fewshot_pool, "JSONL the few-shot examples are drawn from");
+  cmd->add_option("--fewshot-seed", a->fewshot_seed, "Seed of the few-shot draw (lm-eval's fewshot_random_seed)")->capture_default_str()->check(integer_in(0));
+  cmd->add_option("--limit", a->limit, "Score only the first N questions (N >= 1)")->check(integer_in(1));
   cmd->add_flag("--skip-invalid", a->skip_invalid, "Count and skip malformed records instead of stopping");
   cmd->add_flag("--json", a->json, "Print the report as JSON");
+  cmd->add_flag("--check-tensors,!--no-check-tensors", a->check_tensors,
+                "Check every weight for NaN/Inf before scoring (default: on; one pass over the model)");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress on stderr");
   cmd->add_option("--compare", a->compare, "Compare two runs (directories or predictions.jsonl): RUN_A RUN_B")->expected(2);
-  cmd->callback([a] {
+  cmd->callback([a, system, tmpl, pool] {
+    a->system_given = system->count() > 0;
+    a->template_given = tmpl->count() > 0;
+    a->pool_given = pool->count() > 0;
     if (!a->compare.empty()) {
       run_compare(*a);
     } else {

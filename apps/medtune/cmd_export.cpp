@@ -6,6 +6,7 @@
 //   export logits MODEL [--adapter DIR] --ids 1,2,3 -o OUT.safetensors    logits (T, V) in F32
 #include <climits>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "io/output_path.h"
 #include "io/peft_adapter.h"
 #include "io/safetensors_writer.h"
 #include "model/export_gguf.h"
@@ -53,6 +55,44 @@ std::vector<int32_t> parse_ids(const std::string& s) {
   return ids;
 }
 
+bool same_path(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec);
+}
+
+bool starts_with_gguf_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
+}
+
+// An export never replaces its own inputs, and replaces anything else only when it is the kind of
+// file it writes (a .gguf) or the user said --force: a typo in -o must not destroy a file.
+void check_gguf_output(const std::string& out, const std::vector<std::string>& inputs, bool force) {
+  io::check_output_file(out, "-o");
+  for (const auto& in : inputs)
+    if (!in.empty() && same_path(out, in)) throw BadInput("-o " + out + ": is an input of this export (" + in + "); choose another path");
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && !force && !starts_with_gguf_magic(out))
+    throw BadInput("-o " + out + ": exists and is not a GGUF file; pass --force to overwrite it");
+}
+
+// A merged model goes into a directory of its own: never the base's or the adapter's (their files
+// are being read), and an existing non-empty directory only with --force, since files of another
+// model left beside the new ones (extra shards, a tokenizer) would make a broken mix.
+void check_merge_output(const std::string& out, const std::string& model, const std::string& adapter, bool force) {
+  namespace fs = std::filesystem;
+  io::check_output_dir(out, "-o");
+  const std::string base_dir = fs::is_directory(model) ? model : fs::absolute(model).parent_path().string();
+  for (const auto& in : {base_dir, adapter})
+    if (!in.empty() && same_path(out, in))
+      throw BadInput("-o " + out + ": is the directory of an input of this export (" + in +
+                     "); writing there would replace the files being read: choose another directory");
+  std::error_code ec;
+  if (fs::is_directory(out, ec) && !fs::is_empty(out, ec) && !force)
+    throw BadInput("-o " + out + ": exists and is not empty; pass --force to write into it (files of the same names are replaced)");
+}
+
 }  // namespace
 
 void add_export_command(CLI::App& app) {
@@ -61,6 +101,7 @@ void add_export_command(CLI::App& app) {
 
   struct Args {
     std::string model, adapter, out, dtype = "f32", type = "f16", base, ids;
+    bool force = false;
   };
   auto a = std::make_shared<Args>();
 
@@ -69,7 +110,9 @@ void add_export_command(CLI::App& app) {
   merge->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory");
   merge->add_option("-o,--out", a->out, "Output directory")->required();
   merge->add_option("--dtype", a->dtype, "Output dtype")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  merge->add_flag("--force", a->force, "Write into an existing non-empty directory");
   merge->callback([a] {
+    check_merge_output(a->out, a->model, a->adapter, a->force);
     const io::Checkpoint ck = io::open_checkpoint(a->model);
     const auto lora = read_adapter(a->adapter, ck.config);
     const DType dt = a->dtype == "f32" ? DType::F32 : a->dtype == "f16" ? DType::F16 : DType::BF16;
@@ -85,7 +128,9 @@ void add_export_command(CLI::App& app) {
   gguf->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory to merge in");
   gguf->add_option("-o,--out", a->out, "Output .gguf file")->required();
   gguf->add_option("--type", a->type, "Type of the 2-D weights (norms stay F32)")->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+  gguf->add_flag("--force", a->force, "Overwrite an existing file that is not a GGUF");
   gguf->callback([a] {
+    check_gguf_output(a->out, {a->model, a->adapter}, a->force);
     const io::Checkpoint ck = io::open_checkpoint(a->model);
     const auto lora = read_adapter(a->adapter, ck.config);
     const DType type = a->type == "f32" ? DType::F32 : a->type == "f16" ? DType::F16 : DType::Q8_0;
@@ -116,7 +161,9 @@ void add_export_command(CLI::App& app) {
   glora->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory")->required();
   glora->add_option("--base", a->base, "The base model it was trained on (Hugging Face directory or .gguf)")->required();
   glora->add_option("-o,--out", a->out, "Output .gguf file")->required();
+  glora->add_flag("--force", a->force, "Overwrite an existing file that is not a GGUF");
   glora->callback([a] {
+    check_gguf_output(a->out, {a->base, a->adapter}, a->force);
     const io::Checkpoint ck = io::open_checkpoint(a->base);
     const auto lora = read_adapter(a->adapter, ck.config);
     const auto rep = model::export_lora_gguf(ck, *lora, a->out);

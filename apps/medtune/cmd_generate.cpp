@@ -5,12 +5,16 @@
 #include <memory>
 
 #include "adapter_loading.h"
+#include "cli_checks.h"
 #include "commands.h"
+#include "core/error.h"
 #include "model/generate.h"
 #include "model/llama.h"
+#include "model/weight_check.h"
 #include "model_files.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/stream_decoder.h"
+#include "tokenizer/utf8.h"
 
 namespace medtune::cli {
 
@@ -18,8 +22,8 @@ void add_generate_command(CLI::App& app) {
   struct Args {
     std::string model, prompt, system, adapter;
     std::string base_quant = "none";  // --base-quant: see model::WeightQuant
-    bool chat = false;
-    int64_t max_new_tokens = 128;
+    bool chat = false, check_tensors = false;
+    int64_t max_new_tokens = 128, ctx_size = 0;
     model::SamplingParams sampling;
   };
   auto args = std::make_shared<Args>();
@@ -32,12 +36,23 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--base-quant", args->base_quant,
                   "Quantize the base's block linears at load: none | nf4 (bitsandbytes NF4, as QLoRA)")
       ->capture_default_str();
-  cmd->add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate at most")->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy (default)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", args->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", args->sampling.top_p, "Nucleus sampling threshold")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", args->sampling.seed, "Random seed for sampling");
+  cmd->add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate at most (capped by the context length)")->check(integer_in(1));
+  cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy (default)")->check(number_in(0, 100));
+  cmd->add_option("--top-k", args->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->check(integer_in(0, INT32_MAX));
+  cmd->add_option("--top-p", args->sampling.top_p, "Nucleus sampling threshold")->check(number_in(0, 1));
+  cmd->add_option("--seed", args->sampling.seed, "Random seed for sampling")->check(integer_in(0));
+  cmd->add_option("-c,--ctx-size", args->ctx_size,
+                  "Context length: prompt + generated tokens (default and maximum: the model's max_position_embeddings)")
+      ->check(integer_in(1));
+  cmd->add_flag("--check-tensors,!--no-check-tensors", args->check_tensors,
+                "Check every weight for NaN/Inf before generating (reads the whole model once)");
   cmd->callback([args] {
+    if (!args->system.empty() && !args->chat)
+      throw BadInput("--system is a chat message: it needs --chat (without it the prompt is plain text)");
+    for (const auto& [name, text] : {std::pair<const char*, const std::string*>{"--prompt", &args->prompt},
+                                     std::pair<const char*, const std::string*>{"--system", &args->system}})
+      if (tokenizer::sanitize_utf8(*text) != *text)
+        throw BadInput(std::string(name) + ": not valid UTF-8 (the tokenizer would replace the invalid bytes with U+FFFD)");
     auto ckpt = io::open_checkpoint(args->model);
     const auto tok = open_tokenizer(ckpt);
     std::vector<int32_t> prompt;
@@ -54,10 +69,30 @@ void add_generate_command(CLI::App& app) {
     } else {
       prompt = tok->encode(args->prompt, true);
     }
+    // The context: llama.cpp's n_ctx. Positions past max_position_embeddings are outside what
+    // RoPE was trained on: refused, not silently degraded.
+    const int64_t max_pos = ckpt.config.max_position_embeddings;
+    if (args->ctx_size > 0 && max_pos > 0 && args->ctx_size > max_pos)
+      throw BadInput("--ctx-size " + std::to_string(args->ctx_size) + " is above the model's context (" +
+                     std::to_string(max_pos) + " tokens, max_position_embeddings)");
+    const int64_t n_ctx = args->ctx_size > 0 ? args->ctx_size : max_pos;
+    const auto P = static_cast<int64_t>(prompt.size());
+    int64_t max_new = args->max_new_tokens;
+    if (n_ctx > 0) {
+      if (P >= n_ctx)
+        throw BadInput("the prompt is " + std::to_string(P) + " tokens: it leaves no room in the context of " +
+                       std::to_string(n_ctx) + " tokens" + (args->ctx_size > 0 ? " (--ctx-size)" : " (max_position_embeddings)"));
+      if (P + max_new > n_ctx) {
+        max_new = n_ctx - P;
+        std::cerr << "medtune: note: -n " << args->max_new_tokens << " capped to " << max_new << " (prompt " << P
+                  << " tokens + " << max_new << " = the context of " << n_ctx << " tokens)\n";
+      }
+    }
+    if (args->check_tensors) model::check_weights_finite(ckpt);
     model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"));
     const auto lora = attach_adapter(model, args->adapter);
     model::GenerateOptions opt;
-    opt.max_new_tokens = args->max_new_tokens;
+    opt.max_new_tokens = max_new;
     opt.sampling = args->sampling;
     for (int64_t id : model.config().eos_token_ids) opt.stop_ids.push_back(id);
     if (tok->eos_id() >= 0) opt.stop_ids.push_back(tok->eos_id());

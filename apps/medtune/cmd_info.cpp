@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "cli_checks.h"
 #include "commands.h"
 #include "io/checkpoint.h"
 #include "model/model_info.h"
@@ -19,7 +20,8 @@ void add_info_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("info", "Architecture, parameter count, dtypes and memory of a model");
   cmd->add_option("MODEL", args->model, "Hugging Face directory or .gguf file")->required();
   cmd->add_flag("--json", args->json, "Print one JSON object");
-  cmd->add_option("--context", args->context, "Context length for the memory estimate (default: min(max_position_embeddings, 4096))");
+  cmd->add_option("--context", args->context, "Context length for the memory estimate (default: min(max_position_embeddings, 4096))")
+      ->check(integer_in(1, 1 << 24));
   cmd->callback([args] {
     const auto ckpt = io::open_checkpoint(args->model);
     const auto info = model::describe(ckpt, args->context);

@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/error.h"
 #include "model_files.h"
+#include "tokenizer/utf8.h"
 
 namespace medtune::cli {
 
@@ -21,6 +23,8 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print one JSON object {ids, pieces}");
   cmd->add_flag("--no-special", args->no_special, "Do not add BOS/EOS as the model's post-processor would");
   cmd->callback([args] {
+    if (tokenizer::sanitize_utf8(args->text) != args->text)
+      throw BadInput("TEXT: not valid UTF-8 (the tokenizer would replace the invalid bytes with U+FFFD)");
     const auto ckpt = io::open_checkpoint(args->model);
     const auto tok = open_tokenizer(ckpt);
     const auto ids = tok->encode(args->text, !args->no_special);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -21,11 +22,13 @@
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "model/row_shards.h"
+#include "model/weight_check.h"
 #include "model_files.h"
 #include "tokenizer/chat_template.h"
 #include "train/batcher.h"
 #include "train/data.h"
 #include "train/metrics_log.h"
+#include "train/memory_plan.h"
 #include "train/progress.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
@@ -106,57 +109,6 @@ LoadedData load_data(const train::TrainConfig& cfg, Renderers& r) {
   return ld;
 }
 
-int64_t checkpoint_bytes(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return static_cast<int64_t>(fs::file_size(path, ec));
-  int64_t total = 0;
-  for (const auto& e : fs::directory_iterator(path, ec))
-    if (e.path().extension() == ".safetensors") total += static_cast<int64_t>(e.file_size(ec));
-  return total;
-}
-
-std::string mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
-  return buf;
-}
-
-// The memory the run will need, from the model shape and the config; fp32 throughout (CPU).
-// weight_bytes: the mapped base (file) bytes; nf4_bytes: base linears quantized at load
-// (QLoRA, model::planned_weight_bytes), owned in memory, whose originals are not resident.
-void print_memory_plan(const train::TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
-                       int64_t weight_bytes, int64_t nf4_bytes = 0) {
-  const double f = 4.0;  // bytes per fp32
-  const int64_t N = cfg.micro_batch_size * cfg.sequence_len;
-  const auto kvdim = static_cast<double>(c.num_key_value_heads * c.head_dim);
-  const double kv = static_cast<double>(c.num_hidden_layers) * static_cast<double>(N) * f * 2 * kvdim;  // keys and values of every layer (training: Smax = T)
-  const double acts_full = model::planned_activation_bytes(c, lora, N, false);
-  const double acts_ckpt = model::planned_activation_bytes(c, lora, N, true);
-  const double params = static_cast<double>(lora.num_parameters()) * f;
-  const double acts = cfg.gradient_checkpointing ? acts_ckpt : acts_full;
-  // Row shards (model/row_shards.h): each shard past the first holds an adapter copy.
-  const int threads = cfg.num_threads > 0 ? static_cast<int>(cfg.num_threads) : omp_get_max_threads();
-  model::TrainOptions step_opt;
-  step_opt.gradient_checkpointing = cfg.gradient_checkpointing;
-  const int64_t shards = model::row_shards_for(c, lora, cfg.micro_batch_size, cfg.sequence_len, step_opt, threads);
-  const double copies = static_cast<double>(shards - 1) * model::shard_copy_bytes(lora);
-  std::cout << "memory plan (fp32 CPU; micro_batch_size " << cfg.micro_batch_size << " x sequence_len "
-            << cfg.sequence_len << "):\n"
-            << "  base weights (mapped, file)  " << mib(static_cast<double>(weight_bytes)) << "\n"
-            << (nf4_bytes > 0 ? "  base linears, NF4 (owned)    " + mib(static_cast<double>(nf4_bytes)) +
-                                    " (bitsandbytes NF4, 4.5 bits/weight as held)\n"
-                              : std::string())
-            << "  LoRA parameters              " << mib(params) << "\n"
-            << "  LoRA gradients               " << mib(params) << "\n"
-            << "  AdamW moments (m, v)         " << mib(2 * params) << "\n"
-            << "  activations                  " << mib(acts) << (cfg.gradient_checkpointing ? " (checkpointing on; off: " + mib(acts_full) + ")" : " (checkpointing off; on: " + mib(acts_ckpt) + ")") << "\n"
-            << "  keys/values                  " << mib(kv) << "\n"
-            << "  row shards                   " << shards << " on " << threads << " threads"
-            << (shards > 1 ? ", adapter copies " + mib(copies) : std::string()) << "\n"
-            << "  total (excluding the loss head's logits chunk) "
-            << mib(static_cast<double>(weight_bytes + nf4_bytes) + 4 * params + acts + kv + copies) << "\n";
-}
-
 }  // namespace
 
 void add_train_command(CLI::App& app) {
@@ -167,6 +119,7 @@ void add_train_command(CLI::App& app) {
     std::string resume;       // "auto" or a checkpoint folder; overrides resume_from_checkpoint
     bool force_resume = false;
     bool overwrite_output_dir = false;
+    bool check_tensors = true;
     std::string max_runtime;  // overrides max_runtime
   };
   auto args = std::make_shared<Args>();
@@ -181,6 +134,8 @@ void add_train_command(CLI::App& app) {
                 "Resume even if the base model, data or config differ from the checkpoint's");
   cmd->add_flag("--overwrite-output-dir", args->overwrite_output_dir,
                 "Start fresh even though output_dir holds an earlier run's checkpoints (deletes them)");
+  cmd->add_flag("--check-tensors,!--no-check-tensors", args->check_tensors,
+                "Check every base weight for NaN/Inf before training (default: on; one pass over the model)");
   cmd->add_option("--max-runtime", args->max_runtime,
                   "Save a checkpoint and exit 0 after this long (12h, 90m, 3600s or seconds)");
   cmd->callback([args] {
@@ -215,6 +170,17 @@ void add_train_command(CLI::App& app) {
     r.prompts = std::make_unique<eval::PromptRenderer>(popt, *tok, std::move(prompt_chat));
 
     LoadedData ld = load_data(cfg, r);
+    // Positions past max_position_embeddings are outside what RoPE was trained on; axolotl warns
+    // and trains on, and so does medtune, with the count.
+    if (const int64_t max_pos = ckpt.config.max_position_embeddings; max_pos > 0 && cfg.sequence_len > max_pos) {
+      int64_t beyond = 0;
+      for (const auto* set : {&ld.data.train, &ld.data.val})
+        for (const auto& ex : *set) beyond += ex.length() > max_pos ? 1 : 0;
+      if (beyond > 0)
+        std::cerr << "medtune: warning: sequence_len " << cfg.sequence_len << " is above the model's context ("
+                  << max_pos << " tokens, max_position_embeddings): " << beyond
+                  << " example(s) are longer and train at positions the model was not trained on\n";
+    }
     const train::StepPlan plan = train::plan_steps(cfg, train::example_lengths(ld.data.train));
     int64_t max_len = 0, answer_tokens = 0;
     for (const auto& ex : ld.data.train) {
@@ -225,23 +191,27 @@ void add_train_command(CLI::App& app) {
               << " validation (" << ld.val_items.size() << " scored by letter), longest " << max_len
               << " tokens, " << ld.truncated << " truncated to sequence_len " << cfg.sequence_len << "\n";
 
+    // The memory plan, from the adapter's shapes (nothing of its size allocated yet).
+    const auto lora_plan = model::lora_shapes(ckpt.config, train::lora_config(cfg));
+    train::MemoryPlan memory;
+    if (cfg.base_quant == train::BaseQuant::kNf4) {
+      const auto wb = model::planned_weight_bytes(ckpt, model::WeightQuant::kNf4);
+      memory = train::plan_memory(cfg, ckpt.config, lora_plan, wb.mapped, wb.quantized);
+    } else {
+      memory = train::plan_memory(cfg, ckpt.config, lora_plan, train::checkpoint_bytes(cfg.base_model), 0);
+    }
     if (args->dry_run) {
       std::cout << train::to_yaml(cfg) << "\n"
                 << "datasets: " << ld.data.train.size() << " training examples (" << answer_tokens
                 << " answer tokens), " << ld.data.val.size() << " validation\n"
                 << "steps: " << plan.total_steps << " (" << plan.batches_per_epoch << " micro-batches per epoch, "
                 << cfg.gradient_accumulation_steps << " per step, warmup " << plan.warmup_steps << ")\n";
-      const auto mc = ckpt.config;
-      const auto lora = model::init_lora(mc, train::lora_config(cfg), 0);
-      if (cfg.base_quant == train::BaseQuant::kNf4) {
-        const auto wb = model::planned_weight_bytes(ckpt, model::WeightQuant::kNf4);
-        print_memory_plan(cfg, mc, lora, wb.mapped, wb.quantized);
-      } else {
-        print_memory_plan(cfg, mc, lora, checkpoint_bytes(cfg.base_model));
-      }
+      std::cout << train::format_memory_plan(cfg, memory);
       return;
     }
 
+    train::refuse_if_too_large(cfg, memory, train::available_memory_bytes());
+    if (args->check_tensors) model::check_weights_finite(ckpt);
     // QLoRA (adapter: qlora / load_in_4bit / base_quant: nf4): the block linears become NF4 here
     model::LlamaModel model(std::move(ckpt), cfg.base_quant == train::BaseQuant::kNf4
                                                  ? model::WeightQuant::kNf4
@@ -255,6 +225,15 @@ void add_train_command(CLI::App& app) {
                               r.option_text ? eval::Scoring::text : eval::Scoring::letter);
       };
     const train::TrainSummary s = train::run_training(cfg, model, ld.data, hooks, std::cerr);
+    if (s.stop_reason == "diverged") {
+      std::cerr << "medtune: training diverged at " << s.diverged
+                << ".\nNothing from that step was kept and no adapter was written; "
+                << (s.checkpoint_dir.empty() ? "no checkpoint had been saved before it"
+                                             : "the last good checkpoint is " + s.checkpoint_dir)
+                << ".\nLower learning_rate (" << cfg.learning_rate
+                << ") and start again, or set skip_nonfinite_steps to skip a few such steps.\n";
+      throw ExitWith{kExitDiverged};
+    }
 
     std::printf("steps %lld/%lld (%s), %lld target tokens, final loss %.4f, %s\n",
                 static_cast<long long>(s.steps), static_cast<long long>(s.total_steps), s.stop_reason.c_str(),

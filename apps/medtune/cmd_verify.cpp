@@ -1,8 +1,10 @@
 // medtune verify RUN_DIR: recomputes every digest in RUN_DIR/manifest.json (base model files, data
 // files, configs, the adapter) and checks that the adapter carries the run's identity hash.
-// Prints one line per check; exit 0 when everything matches, 1 when something no longer does,
+// Prints one line per check; exit 0 when everything matches, 3 when something no longer does,
 // 2 when RUN_DIR holds no readable manifest.
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 
@@ -28,8 +30,20 @@ void add_verify_command(CLI::App& app) {
     }
     std::printf("%s: %zu checked, %d no longer match%s\n", run_dir->c_str(), items.size(), bad,
                 bad == 0 ? "" : " (see CHANGED lines)");
+    // Integrity is not success: say how the run ended, so an intact diverged or unfinished run is
+    // not taken for a finished one.
+    std::ifstream in(*run_dir + "/manifest.json");
+    const auto m = nlohmann::json::parse(in, nullptr, false);
+    if (m.is_object() && m.contains("run") && m["run"].is_object() && m["run"].contains("status") &&
+        m["run"]["status"].is_string()) {
+      const std::string status = m["run"]["status"].get<std::string>();
+      std::printf("run status: %s%s\n", status.c_str(),
+                  status == "diverged"  ? " (no adapter was written; see manifest.json run.diverged)"
+                  : status == "running" ? " (the run has not finished, or died: its adapter, if any, is not covered)"
+                                        : "");
+    }
     std::fflush(stdout);
-    if (bad != 0) throw ExitWith{1};
+    if (bad != 0) throw ExitWith{kExitVerifyMismatch};
   });
 }
 

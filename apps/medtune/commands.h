@@ -15,8 +15,16 @@ void add_verify_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
 
+// Exit codes (README.md, "Exit codes"). 0, 1 and 2 are main()'s; the others belong to one command
+// each and say something a script wants to tell apart from bad input.
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;
+constexpr int kExitBadInput = 2;
+constexpr int kExitVerifyMismatch = 3;  // medtune verify: a file no longer matches its manifest
+constexpr int kExitDiverged = 4;        // medtune train: the loss or gradients became NaN/Inf
+
 // Thrown by an action that has already said what went wrong and only needs main() to exit with
-// `code` (e.g. `medtune verify` finding files that no longer match: 1).
+// `code` (e.g. `medtune verify` finding files that no longer match: kExitVerifyMismatch).
 struct ExitWith {
   int code;
 };

@@ -1,12 +1,38 @@
 // medtune: fine-tune and evaluate Llama-family models on clinical questions, on hardware you own.
-// Exit codes: 0 ok, 2 bad input or usage (the message names the file, field or argument),
-// 1 internal error.
+// Exit codes (commands.h, README.md): 0 ok, 2 bad input or usage (the message names the file,
+// field or argument), 1 internal error, 3 verify found a changed file, 4 training diverged.
 #include <omp.h>
 
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "cli_checks.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/suggest.h"
+
+namespace {
+
+// The first word that is neither an option of the program (-t N, --threads=N, --version, -h)
+// nor one of its subcommands; nullopt when there is none or it is a known subcommand.
+std::optional<std::string> unknown_subcommand(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-t" || a == "--threads") {
+      ++i;  // its value
+      continue;
+    }
+    if (a.starts_with("-")) continue;
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(a)) return std::nullopt;
+    return a;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"medtune " MEDTUNE_VERSION
@@ -14,7 +40,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "medtune " MEDTUNE_VERSION);
   int threads = 0;
-  app.add_option("-t,--threads", threads, "CPU threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("-t,--threads", threads, "CPU threads (default: all cores)")->check(medtune::cli::integer_in(0, 4096));
   medtune::cli::add_info_command(app);
   medtune::cli::add_tokenize_command(app);
   medtune::cli::add_generate_command(app);
@@ -27,18 +53,30 @@ int main(int argc, char** argv) {
     if (threads > 0) omp_set_num_threads(threads);
   });
   try {
+    // CLI11 reports an unknown first word as "A subcommand is required": name it and suggest.
+    if (const auto unknown = unknown_subcommand(app, argc, argv)) {
+      std::cerr << "medtune: unknown command '" << *unknown << "'";
+      std::vector<std::string> names;
+      for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+      if (const std::string guess = medtune::closest(*unknown, names); !guess.empty())
+        std::cerr << "; did you mean '" << guess << "'?";
+      std::cerr << "\ncommands:";
+      for (const auto& n : names) std::cerr << " " << n;
+      std::cerr << "\n";
+      return medtune::cli::kExitBadInput;
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return rc == 0 ? medtune::cli::kExitOk : medtune::cli::kExitBadInput;
   } catch (const medtune::cli::ExitWith& e) {
     return e.code;
   } catch (const medtune::BadInput& e) {
     std::cerr << "medtune: " << e.what() << "\n";
-    return 2;
+    return medtune::cli::kExitBadInput;
   } catch (const std::exception& e) {
     std::cerr << "medtune: internal error: " << e.what() << "\n";
-    return 1;
+    return medtune::cli::kExitInternal;
   }
   return 0;
 }

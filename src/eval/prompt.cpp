@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "eval/python_random.h"
 
 namespace medtune::eval {
@@ -29,6 +30,7 @@ const char* prompt_format_name(PromptFormat f) {
 namespace {
 
 std::string read_text_file(const std::string& path) {
+  require_input_file(path, "prompt template");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw BadInput(path + ": cannot open the prompt template");
   std::ostringstream s;
@@ -77,6 +79,12 @@ PromptRenderer::PromptRenderer(PromptOptions options, const tokenizer::Tokenizer
   if (opt_.format == PromptFormat::custom) {
     if (opt_.custom_template_path.empty()) throw BadInput("prompt format 'custom' needs --prompt-template FILE");
     custom_template_ = read_text_file(opt_.custom_template_path);
+    // Without the question (or the options) every item would be scored on the same prompt and the
+    // "accuracy" would measure nothing about the questions.
+    if (custom_template_.find("{question}") == std::string::npos)
+      throw BadInput(opt_.custom_template_path + ": the prompt template has no {question} placeholder");
+    if (custom_template_.find("{options}") == std::string::npos && custom_template_.find("{A}") == std::string::npos)
+      throw BadInput(opt_.custom_template_path + ": the prompt template shows no options (neither {options} nor {A}, {B}, ...)");
   }
   if (opt_.fewshot_k > 0) {
     if (opt_.fewshot_pool.empty()) throw BadInput("--fewshot needs a pool file (--fewshot-pool)");

@@ -44,7 +44,7 @@ steps=$(grep -c '"grad_norm"' "$OUT/metrics.jsonl" || true)
 grep -q "steps 3/3 (completed)" "$TMP/out" || fail "no summary: $(cat "$TMP/out")"
 
 # Provenance: the manifest names the model by SHA-256, the adapter carries the run's identity, and
-# `medtune verify` passes on the untouched run and names a file changed afterwards (exit 1).
+# `medtune verify` passes on the untouched run and names a file changed afterwards (exit 3).
 model_sha=$(sha256sum "$MODEL" | cut -d' ' -f1)
 grep -q "\"sha256\": \"$model_sha\"" "$OUT/manifest.json" || fail "manifest.json lacks the model's SHA-256"
 grep -q '"status": "completed"' "$OUT/manifest.json" || fail "manifest.json: run not completed"
@@ -54,7 +54,7 @@ echo " " >>"$OUT/adapter/adapter_config.json"
 set +e
 "$MEDTUNE" verify "$OUT" >"$TMP/verify.out"; rc=$?
 set -e
-[ "$rc" -eq 1 ] || fail "verify after an edit: exit $rc, expected 1"
+[ "$rc" -eq 3 ] || fail "verify after an edit: exit $rc, expected 3"
 grep -q "CHANGED  adapter/adapter_config.json: size" "$TMP/verify.out" || fail "verify does not name the file: $(cat "$TMP/verify.out")"
 
 # sample_packing: several examples per row, so the plan has fewer micro-batches per epoch...
