@@ -8,21 +8,8 @@ fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# expect RC PATTERN -- CMD...: runs CMD, checks its exit code and that stdout+stderr match PATTERN.
-expect() {
-  local want_rc=$1 pattern=$2
-  shift 3
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want_rc" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: $* -> rc $rc (want $want_rc), output:"
-    echo "$out" | head -20
-    fail=1
-  else
-    echo "ok: $*"
-  fi
-}
+# shellcheck source=tests/support/expect.sh
+. tests/support/expect.sh
 
 TINY=tests/fixtures/hf/llama_gqa/base
 expect 0 "medtune 0\." -- "$MT" --version

@@ -10,20 +10,8 @@ fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-expect() {
-  local want_rc=$1 pattern=$2
-  shift 3
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$want_rc" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: $* -> rc $rc (want $want_rc), output:"
-    echo "$out" | head -20
-    fail=1
-  else
-    echo "ok: $*"
-  fi
-}
+# shellcheck source=tests/support/expect.sh
+. tests/support/expect.sh
 exists() {
   if [ -f "$1" ]; then echo "ok: $1 exists"; else echo "FAIL: $1 missing"; fail=1; fi
 }

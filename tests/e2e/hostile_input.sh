@@ -16,22 +16,8 @@ export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=2
 . tests/support/tiny_model.sh
 [ -x "$TINY_BIN" ] || { echo "FAIL: $TINY_BIN is missing: build the medtune-tiny-llama target"; exit 1; }
 
-# expect RC PATTERN -- CMD...: runs CMD, checks its exit code and that stdout+stderr match PATTERN.
-expect() {
-  local want_rc=$1 pattern=$2
-  shift 3
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  # -z: the whole output is one record, so a pattern may span lines.
-  if [ "$rc" -ne "$want_rc" ] || ! grep -qzE -- "$pattern" <<<"$out"; then
-    echo "FAIL: $* -> rc $rc (want $want_rc, output matching '$pattern'), output:"
-    echo "$out" | head -20
-    fail=1
-  else
-    echo "ok: $*"
-  fi
-}
+# shellcheck source=tests/support/expect.sh
+. tests/support/expect.sh
 check() {  # check DESCRIPTION COMMAND...: the command must succeed
   local what=$1
   shift
