@@ -244,6 +244,15 @@ TEST(Trainer, RefusedFreshStartWritesNothing) {
   EXPECT_EQ(file_text(out + "/config_resolved.json"), config);
 }
 
+// A learning rate of 1e20 without clipping: step 1's update is huge but finite, and every later
+// step's loss is NaN (the attention scores overflow).
+TrainConfig blowup_config(const std::string& out) {
+  auto cfg = tiny_config(out);
+  cfg.learning_rate = 1e20;
+  cfg.max_grad_norm = 0;
+  return cfg;
+}
+
 // Issue #18, item 2: a learning rate that blows up stops the run at the first non-finite loss;
 // the last checkpoint stays and no adapter is written.
 TEST(Trainer, DivergedRunStopsAndWritesNoAdapter) {
@@ -251,9 +260,7 @@ TEST(Trainer, DivergedRunStopsAndWritesNoAdapter) {
   TrainData data;
   data.train = synthetic_examples(8, 43);
   const auto out = temp_dir("diverged");
-  auto cfg = tiny_config(out);
-  cfg.learning_rate = 1e20;
-  cfg.max_grad_norm = 0;
+  auto cfg = blowup_config(out);
   cfg.save_steps = 1;
   cfg.save_total_limit = 0;
   std::ostringstream log;
@@ -275,9 +282,7 @@ TEST(Trainer, SkippedStepsMakeNoUpdateAndResume) {
   TrainData data;
   data.train = synthetic_examples(8, 47);
   const auto out = temp_dir("skipped");
-  auto cfg = tiny_config(out);
-  cfg.learning_rate = 1e20;
-  cfg.max_grad_norm = 0;
+  auto cfg = blowup_config(out);
   cfg.max_steps = 4;
   cfg.save_steps = 2;
   cfg.skip_nonfinite_steps = 10;
@@ -286,7 +291,6 @@ TEST(Trainer, SkippedStepsMakeNoUpdateAndResume) {
   EXPECT_EQ(s.stop_reason, "completed");
   EXPECT_EQ(s.skipped_steps, 3) << log.str();  // steps 2, 3 and 4 see the weights of step 1
   EXPECT_TRUE(std::filesystem::exists(out + "/adapter/adapter_model.safetensors"));
-  cfg.max_steps = 4;
   cfg.resume_from_checkpoint = out + "/checkpoint-2";
   cfg.output_dir = temp_dir("skipped_resumed");
   std::ostringstream log2;
