@@ -61,8 +61,9 @@ void run_eval(const EvalArgs& a) {
   if (a.template_given && a.format != "custom")
     throw BadInput("--prompt-template is read only with --format custom (this run: " + a.format + ")");
   if (a.pool_given && a.fewshot == 0) throw BadInput("--fewshot-pool is used only with --fewshot N (N >= 1)");
-  // Where the report goes is checked before minutes of scoring, not after.
-  io::prepare_output_dir(a.out, "--out");
+  // Where the report goes is checked before minutes of scoring, not after (and created only
+  // when there is a report to write).
+  io::check_output_dir(a.out, "--out");
   const auto t0 = std::chrono::steady_clock::now();
   eval::McqSet set = eval::read_mcq_jsonl(a.data, a.skip_invalid);
   if (a.limit > 0 && static_cast<int64_t>(set.items.size()) > a.limit) set.items.resize(static_cast<size_t>(a.limit));
@@ -136,6 +137,7 @@ void run_eval(const EvalArgs& a) {
   prov["questions_per_second"] = static_cast<double>(results.size()) / seconds;
   const auto report = eval::make_report(metrics, prov);
 
+  io::prepare_output_dir(a.out, "--out");
   eval::write_report_json(a.out + "/" + eval::kReportJsonName, report);
   eval::write_predictions_jsonl(a.out + "/" + eval::kPredictionsName, results);
   io::atomic_write_file(a.out + "/" + eval::kReportHtmlName, eval::render_html_report(report));
