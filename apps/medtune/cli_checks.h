@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -14,8 +13,9 @@ namespace medtune::cli {
 
 // An integer in [lo, hi].
 inline CLI::Validator integer_in(long long lo, long long hi = LLONG_MAX) {
-  const std::string want = hi == LLONG_MAX ? "an integer >= " + std::to_string(lo)
-                                           : "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  const std::string want =
+      hi == LLONG_MAX ? "an integer >= " + std::to_string(lo)
+                      : "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
   return CLI::Validator(
       [lo, hi, want](std::string& s) -> std::string {
         errno = 0;

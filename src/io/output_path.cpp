@@ -28,8 +28,9 @@ void refuse_virtual(const std::string& p, const std::string& what) {
   const std::string r = resolved(p).string();
   for (std::string_view root : kVirtualRoots)
     if (r == root || (r.starts_with(root) && r[root.size()] == '/'))
-      throw BadInput(what + " " + p + ": is under " + std::string(root) +
-                     ", a virtual file system that does not store files; choose a directory on disk");
+      throw BadInput(
+          what + " " + p + ": is under " + std::string(root) +
+          ", a virtual file system that does not store files; choose a directory on disk");
 }
 
 // The nearest existing ancestor of `p` (p itself if it exists).
@@ -71,7 +72,8 @@ void check_output_file(const std::string& path, const std::string& what) {
   refuse_virtual(path, what);
   std::error_code ec;
   const fs::path abs = fs::absolute(path);
-  if (fs::is_directory(abs, ec)) throw BadInput(what + " " + path + ": is a directory, expected a file name");
+  if (fs::is_directory(abs, ec))
+    throw BadInput(what + " " + path + ": is a directory, expected a file name");
   const fs::path parent = abs.parent_path();
   if (!fs::is_directory(parent, ec))
     throw BadInput(what + " " + path + ": directory " + parent.string() + " does not exist");

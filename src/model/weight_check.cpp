@@ -16,8 +16,14 @@ namespace {
 
 bool checkable(DType t) {
   switch (t) {
-    case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
-    case DType::Q4_1: case DType::Q4_K: case DType::Q6_K:
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q4_K:
+    case DType::Q6_K:
       return true;
     default:
       return false;
@@ -87,13 +93,19 @@ void check_weights_finite(const io::Checkpoint& ckpt) {
   const auto w = find_nonfinite_weight(ckpt);
   if (!w) return;
   const RawTensor& t = ckpt.tensors.at(w->tensor);
-  std::string msg = ckpt.path + ": tensor '" + (w->file_name.empty() ? w->tensor : w->file_name) + "'";
+  std::string msg =
+      ckpt.path + ": tensor '" + (w->file_name.empty() ? w->tensor : w->file_name) + "'";
   if (!w->file_name.empty()) msg += " (" + w->tensor + ")";
-  msg += " holds " + std::string(std::isnan(w->value) ? "NaN" : w->value > 0 ? "+Inf" : "-Inf") + " at element " +
-         std::to_string(w->element);
+  msg += " holds " +
+         std::string(std::isnan(w->value) ? "NaN"
+                     : w->value > 0       ? "+Inf"
+                                          : "-Inf") +
+         " at element " + std::to_string(w->element);
   if (w->block >= 0)
-    msg += ", " + std::string(dtype_name(t.dtype)) + " block " + std::to_string(w->block) + " (its scale or values)";
-  throw BadInput(msg + ": the model file is damaged; every output computed from it would be NaN or wrong");
+    msg += ", " + std::string(dtype_name(t.dtype)) + " block " + std::to_string(w->block) +
+           " (its scale or values)";
+  throw BadInput(
+      msg + ": the model file is damaged; every output computed from it would be NaN or wrong");
 }
 
 }  // namespace medtune::model

@@ -34,25 +34,29 @@ int64_t checkpoint_bytes(const std::string& path) {
   return total;
 }
 
-
 MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
                        int64_t weight_bytes, int64_t nf4_bytes) {
   MemoryPlan m;
   const double f = 4.0;  // bytes per fp32
-  const double N = static_cast<double>(cfg.micro_batch_size) * static_cast<double>(cfg.sequence_len);
+  const double N =
+      static_cast<double>(cfg.micro_batch_size) * static_cast<double>(cfg.sequence_len);
   const auto kvdim = static_cast<double>(c.num_key_value_heads * c.head_dim);
   m.mapped = static_cast<double>(weight_bytes);
   m.nf4 = static_cast<double>(nf4_bytes);
-  m.kv = static_cast<double>(c.num_hidden_layers) * N * f * 2 * kvdim;  // keys and values of every layer (training: Smax = T)
-  m.acts_full = model::planned_activation_bytes(c, lora, cfg.micro_batch_size * cfg.sequence_len, false);
-  m.acts_ckpt = model::planned_activation_bytes(c, lora, cfg.micro_batch_size * cfg.sequence_len, true);
+  m.kv = static_cast<double>(c.num_hidden_layers) * N * f * 2 *
+         kvdim;  // keys and values of every layer (training: Smax = T)
+  m.acts_full =
+      model::planned_activation_bytes(c, lora, cfg.micro_batch_size * cfg.sequence_len, false);
+  m.acts_ckpt =
+      model::planned_activation_bytes(c, lora, cfg.micro_batch_size * cfg.sequence_len, true);
   m.params = static_cast<double>(lora.num_parameters()) * f;
   m.acts = cfg.gradient_checkpointing ? m.acts_ckpt : m.acts_full;
   // Row shards (model/row_shards.h): each shard past the first holds an adapter copy.
   m.threads = cfg.num_threads > 0 ? static_cast<int>(cfg.num_threads) : omp_get_max_threads();
   model::TrainOptions step_opt;
   step_opt.gradient_checkpointing = cfg.gradient_checkpointing;
-  m.shards = model::row_shards_for(c, lora, cfg.micro_batch_size, cfg.sequence_len, step_opt, m.threads);
+  m.shards =
+      model::row_shards_for(c, lora, cfg.micro_batch_size, cfg.sequence_len, step_opt, m.threads);
   m.copies = static_cast<double>(m.shards - 1) * model::shard_copy_bytes(lora);
   return m;
 }
@@ -60,18 +64,22 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
 std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {
   std::ostringstream out;
   out << "memory plan (fp32 CPU; micro_batch_size " << cfg.micro_batch_size << " x sequence_len "
-            << cfg.sequence_len << "):\n"
-            << "  base weights (mapped, file)  " << mib(m.mapped) << "\n"
-            << (m.nf4 > 0 ? "  base linears, NF4 (owned)    " + mib(m.nf4) + " (bitsandbytes NF4, 4.5 bits/weight as held)\n"
-                          : std::string())
-            << "  LoRA parameters              " << mib(m.params) << "\n"
-            << "  LoRA gradients               " << mib(m.params) << "\n"
-            << "  AdamW moments (m, v)         " << mib(2 * m.params) << "\n"
-            << "  activations                  " << mib(m.acts) << (cfg.gradient_checkpointing ? " (checkpointing on; off: " + mib(m.acts_full) + ")" : " (checkpointing off; on: " + mib(m.acts_ckpt) + ")") << "\n"
-            << "  keys/values                  " << mib(m.kv) << "\n"
-            << "  row shards                   " << m.shards << " on " << m.threads << " threads"
-            << (m.shards > 1 ? ", adapter copies " + mib(m.copies) : std::string()) << "\n"
-            << "  total (excluding the loss head's logits chunk) " << mib(m.total()) << "\n";
+      << cfg.sequence_len << "):\n"
+      << "  base weights (mapped, file)  " << mib(m.mapped) << "\n"
+      << (m.nf4 > 0 ? "  base linears, NF4 (owned)    " + mib(m.nf4) +
+                          " (bitsandbytes NF4, 4.5 bits/weight as held)\n"
+                    : std::string())
+      << "  LoRA parameters              " << mib(m.params) << "\n"
+      << "  LoRA gradients               " << mib(m.params) << "\n"
+      << "  AdamW moments (m, v)         " << mib(2 * m.params) << "\n"
+      << "  activations                  " << mib(m.acts)
+      << (cfg.gradient_checkpointing ? " (checkpointing on; off: " + mib(m.acts_full) + ")"
+                                     : " (checkpointing off; on: " + mib(m.acts_ckpt) + ")")
+      << "\n"
+      << "  keys/values                  " << mib(m.kv) << "\n"
+      << "  row shards                   " << m.shards << " on " << m.threads << " threads"
+      << (m.shards > 1 ? ", adapter copies " + mib(m.copies) : std::string()) << "\n"
+      << "  total (excluding the loss head's logits chunk) " << mib(m.total()) << "\n";
   return out.str();
 }
 
@@ -90,13 +98,15 @@ double available_memory_bytes() {
 // std::bad_alloc (exit 1) or the kernel's OOM killer minutes into the run.
 void refuse_if_too_large(const TrainConfig& cfg, const MemoryPlan& m, double avail) {
   if (avail <= 0 || m.owned() <= avail) return;
-  throw BadInput("the run needs " + mib(m.owned()) + " of memory beyond the mapped base (LoRA + AdamW " +
-                 mib(4 * m.params) + ", activations " + mib(m.acts) + ", keys/values " + mib(m.kv) +
+  throw BadInput("the run needs " + mib(m.owned()) +
+                 " of memory beyond the mapped base (LoRA + AdamW " + mib(4 * m.params) +
+                 ", activations " + mib(m.acts) + ", keys/values " + mib(m.kv) +
                  (m.nf4 > 0 ? ", NF4 base " + mib(m.nf4) : std::string()) +
-                 (m.copies > 0 ? ", row-shard copies " + mib(m.copies) : std::string()) + "), and " +
-                 mib(avail) + " is available: lower micro_batch_size (" + std::to_string(cfg.micro_batch_size) +
-                 "), sequence_len (" + std::to_string(cfg.sequence_len) + ") or lora_r (" +
-                 std::to_string(cfg.lora_r) + "), or turn on gradient_checkpointing (--dry-run prints the plan)");
+                 (m.copies > 0 ? ", row-shard copies " + mib(m.copies) : std::string()) +
+                 "), and " + mib(avail) + " is available: lower micro_batch_size (" +
+                 std::to_string(cfg.micro_batch_size) + "), sequence_len (" +
+                 std::to_string(cfg.sequence_len) + ") or lora_r (" + std::to_string(cfg.lora_r) +
+                 "), or turn on gradient_checkpointing (--dry-run prints the plan)");
 }
 
 }  // namespace medtune::train

@@ -16,7 +16,8 @@ namespace medtune::train {
 // at load (QLoRA, model::planned_weight_bytes), owned in memory, whose originals are not resident.
 // params: the LoRA parameters (gradients and AdamW's two moments are as large again each).
 struct MemoryPlan {
-  double mapped = 0, nf4 = 0, params = 0, acts = 0, acts_full = 0, acts_ckpt = 0, kv = 0, copies = 0;
+  double mapped = 0, nf4 = 0, params = 0, acts = 0, acts_full = 0, acts_ckpt = 0, kv = 0,
+         copies = 0;
   int64_t shards = 1;
   int threads = 1;
   // What the run allocates itself (the mapped base is page cache the kernel can evict).

@@ -43,7 +43,8 @@ std::vector<uint8_t> q8_0_bytes(int64_t blocks, int64_t bad_block) {
   for (int64_t i = 0; i < blocks; ++i) {
     const uint16_t d = i == bad_block ? uint16_t{0x7C00} : uint16_t{0x3C00};  // +Inf : 1.0 in f16
     std::memcpy(b.data() + i * 34, &d, 2);
-    for (int k = 0; k < 32; ++k) b[static_cast<size_t>(i * 34 + 2 + k)] = static_cast<uint8_t>(k % 5);
+    for (int k = 0; k < 32; ++k)
+      b[static_cast<size_t>(i * 34 + 2 + k)] = static_cast<uint8_t>(k % 5);
   }
   return b;
 }
@@ -51,8 +52,10 @@ std::vector<uint8_t> q8_0_bytes(int64_t blocks, int64_t bad_block) {
 TEST(WeightCheck, CleanCheckpointPasses) {
   Owned o;
   o.ckpt.path = "clean.gguf";
-  o.add("model.norm.weight", "output_norm.weight", DType::F32, {8}, f32_bytes(std::vector<float>(8, 1.0f)));
-  o.add("model.layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight", DType::Q8_0, {2, 64}, q8_0_bytes(4, -1));
+  o.add("model.norm.weight", "output_norm.weight", DType::F32, {8},
+        f32_bytes(std::vector<float>(8, 1.0f)));
+  o.add("model.layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight", DType::Q8_0, {2, 64},
+        q8_0_bytes(4, -1));
   EXPECT_FALSE(find_nonfinite_weight(o.ckpt).has_value());
   EXPECT_NO_THROW(check_weights_finite(o.ckpt));
 }
@@ -73,7 +76,8 @@ TEST(WeightCheck, NanNormWeightIsNamedWithItsElement) {
     check_weights_finite(o.ckpt);
     FAIL() << "no exception";
   } catch (const BadInput& e) {
-    EXPECT_NE(std::string(e.what()).find("m: tensor 'model.norm.weight' holds NaN at element 11"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("m: tensor 'model.norm.weight' holds NaN at element 11"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -82,7 +86,8 @@ TEST(WeightCheck, InfScaleInQuantizedBlockIsNamedByGgufNameAndBlock) {
   Owned o;
   o.ckpt.path = "model.gguf";
   // (3, 64): 6 blocks of 32; block 4 = row 2, elements 128..159.
-  o.add("model.layers.1.mlp.up_proj.weight", "blk.1.ffn_up.weight", DType::Q8_0, {3, 64}, q8_0_bytes(6, 4));
+  o.add("model.layers.1.mlp.up_proj.weight", "blk.1.ffn_up.weight", DType::Q8_0, {3, 64},
+        q8_0_bytes(6, 4));
   const auto bad = find_nonfinite_weight(o.ckpt);
   ASSERT_TRUE(bad.has_value());
   EXPECT_EQ(bad->block, 4);
@@ -92,7 +97,9 @@ TEST(WeightCheck, InfScaleInQuantizedBlockIsNamedByGgufNameAndBlock) {
     FAIL() << "no exception";
   } catch (const BadInput& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find("tensor 'blk.1.ffn_up.weight' (model.layers.1.mlp.up_proj.weight)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tensor 'blk.1.ffn_up.weight' (model.layers.1.mlp.up_proj.weight)"),
+              std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("Q8_0 block 4"), std::string::npos) << msg;
   }
 }

@@ -40,7 +40,8 @@ TEST(MemoryPlan, ShapesAloneGiveTheAllocatedParameterCount) {
 TEST(MemoryPlan, TooLargeIsRefusedWithItsNumbers) {
   const auto ck = io::open_checkpoint(kFixture);
   auto cfg = config();
-  const MemoryPlan m = plan_memory(cfg, ck.config, model::lora_shapes(ck.config, lora_config(cfg)), 0, 0);
+  const MemoryPlan m =
+      plan_memory(cfg, ck.config, model::lora_shapes(ck.config, lora_config(cfg)), 0, 0);
   EXPECT_NO_THROW(refuse_if_too_large(cfg, m, m.owned() + 1));
   EXPECT_NO_THROW(refuse_if_too_large(cfg, m, 0));  // unknown: no check
   try {
