@@ -1,6 +1,7 @@
 // Output locations are checked before any work: files where directories are wanted (and the
 // reverse), virtual file systems and missing parents are bad input naming the path and option.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -26,7 +27,10 @@ std::string message_of(const std::function<void()>& f) {
 class OutputPath : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / "medtune_test_output_path";
+    // One directory per test and process: CTest runs the tests of this file in parallel.
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("medtune_test_output_path_" + std::string(info->name()) +
+                                        "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     std::ofstream(dir_ / "file") << "x";
