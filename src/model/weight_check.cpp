@@ -8,33 +8,36 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/nf4.h"
 #include "core/quant.h"
 
 namespace medtune::model {
 
 namespace {
 
+// Every stored type the model computes with (io/checkpoint.h's weight types, and NF4 from
+// bitsandbytes checkpoints); integer tensors hold no floats.
 bool checkable(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q4_K:
-    case DType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || dtype_is_quantized(t);
 }
 
-// Index of the first non-finite element of tensor `t`, or -1. Rows are decoded in parallel; the
-// smallest bad row wins, so the answer does not depend on the thread count.
-int64_t first_nonfinite(const RawTensor& t) {
+// A row decoded as the model decodes it (ops/cpu/linear.cpp): NF4 has its own kernels, every
+// other stored type goes through core/quant.h.
+void decode_row(DType t, const uint8_t* src, float* out, int64_t n) {
+  if (t == DType::NF4) nf4::dequantize_blocks(src, out, n);
+  else dequantize_row(t, src, out, n);
+}
+
+struct FirstBad {
+  int64_t element = -1;  // -1: every element is finite
+  float value = 0.0f;
+};
+
+// The first non-finite element of tensor `t`. Rows are decoded in parallel; the smallest bad row
+// wins, so the answer does not depend on the thread count.
+FirstBad first_nonfinite(const RawTensor& t) {
   const int64_t n = t.numel();
-  if (n == 0) return -1;
+  if (n == 0) return {};
   const int64_t row = t.shape.empty() ? n : t.shape.back();
   const int64_t rows = n / row;
   const int64_t row_bytes = dtype_row_bytes(t.dtype, row);
@@ -45,7 +48,7 @@ int64_t first_nonfinite(const RawTensor& t) {
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       if (r > bad_row.load(std::memory_order_relaxed)) continue;
-      dequantize_row(t.dtype, t.data + r * row_bytes, buf.data(), row);
+      decode_row(t.dtype, t.data + r * row_bytes, buf.data(), row);
       bool finite = true;
       for (float x : buf) finite &= std::isfinite(x);
       if (!finite) {
@@ -56,18 +59,11 @@ int64_t first_nonfinite(const RawTensor& t) {
     }
   }
   const int64_t r = bad_row.load();
-  if (r == rows) return -1;
+  if (r == rows) return {};
   std::vector<float> buf(static_cast<size_t>(row));
-  dequantize_row(t.dtype, t.data + r * row_bytes, buf.data(), row);
+  decode_row(t.dtype, t.data + r * row_bytes, buf.data(), row);
   const auto it = std::find_if(buf.begin(), buf.end(), [](float x) { return !std::isfinite(x); });
-  return r * row + (it - buf.begin());
-}
-
-float element_value(const RawTensor& t, int64_t element) {
-  const int64_t row = t.shape.empty() ? t.numel() : t.shape.back();
-  std::vector<float> buf(static_cast<size_t>(row));
-  dequantize_row(t.dtype, t.data + element / row * dtype_row_bytes(t.dtype, row), buf.data(), row);
-  return buf[static_cast<size_t>(element % row)];
+  return {r * row + (it - buf.begin()), *it};
 }
 
 }  // namespace
@@ -75,15 +71,16 @@ float element_value(const RawTensor& t, int64_t element) {
 std::optional<NonFiniteWeight> find_nonfinite_weight(const io::Checkpoint& ckpt) {
   for (const auto& [name, t] : ckpt.tensors) {
     if (!checkable(t.dtype) || t.data == nullptr) continue;
-    const int64_t e = first_nonfinite(t);
-    if (e < 0) continue;
+    const FirstBad bad = first_nonfinite(t);
+    if (bad.element < 0) continue;
+    const int64_t e = bad.element;
     NonFiniteWeight w;
     w.tensor = name;
     w.file_name = t.name != name ? t.name : "";
     w.element = e;
     const int64_t be = dtype_block_elems(t.dtype);
     w.block = be > 1 ? e / be : -1;
-    w.value = element_value(t, e);
+    w.value = bad.value;
     return w;
   }
   return std::nullopt;

@@ -20,7 +20,7 @@ struct NonFiniteWeight {
   float value = 0.0f;
 };
 
-// The first non-finite element in tensor-name order, or nullopt. Floating and ggml-quantized
+// The first non-finite element in tensor-name order, or nullopt. Floating, ggml-quantized and NF4
 // tensors are checked; integer tensors hold no floats.
 std::optional<NonFiniteWeight> find_nonfinite_weight(const io::Checkpoint& ckpt);
 

@@ -104,6 +104,23 @@ TEST(WeightCheck, InfScaleInQuantizedBlockIsNamedByGgufNameAndBlock) {
   }
 }
 
+// NF4 (bitsandbytes checkpoints): an Inf absmax in block 1 of a 128-wide row.
+TEST(WeightCheck, InfAbsmaxInNf4BlockIsFound) {
+  Owned o;
+  o.ckpt.path = "bnb";
+  std::vector<uint8_t> blocks(2 * 36, 0xFF);  // codes 15 (+1.0) everywhere
+  const float one = 1.0f, inf = std::numeric_limits<float>::infinity();
+  std::memcpy(blocks.data(), &one, 4);
+  std::memcpy(blocks.data() + 36, &inf, 4);
+  o.add("model.layers.0.mlp.down_proj.weight", "model.layers.0.mlp.down_proj.weight", DType::NF4,
+        {1, 128}, blocks);
+  const auto bad = find_nonfinite_weight(o.ckpt);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->element, 64);
+  EXPECT_EQ(bad->block, 1);
+  EXPECT_TRUE(std::isinf(bad->value));
+}
+
 TEST(WeightCheck, F16AndBf16InfAreFound) {
   Owned o;
   o.ckpt.path = "m";
