@@ -214,31 +214,42 @@ std::string number_text(double x) {
   return buf;
 }
 
+// manifest.json's "run" and metrics.jsonl's closing "summary": what every ending records.
+nlohmann::json run_record(const TrainSummary& sum, const std::string& started) {
+  return {{"started", started},
+          {"finished", utc_timestamp_now()},
+          {"status", sum.stop_reason},
+          {"elapsed_s", sum.elapsed_s},
+          {"steps", sum.steps},
+          {"total_steps", sum.total_steps},
+          {"target_tokens", sum.tokens},
+          {"skipped_steps", sum.skipped_steps}};
+}
+nlohmann::json summary_record(const TrainSummary& sum) {
+  return {{"steps", sum.steps},
+          {"total_steps", sum.total_steps},
+          {"tokens", sum.tokens},
+          {"input_tokens", sum.input_tokens},
+          {"skipped_steps", sum.skipped_steps},
+          {"elapsed_s", sum.elapsed_s},
+          {"stop_reason", sum.stop_reason}};
+}
+
 // A diverged run ends here: the last good checkpoint stays as it is, no adapter is written (the
 // weights in memory are the last finite ones, but not what the run was asked to produce), and the
 // manifest and the metrics log say so.
 TrainSummary finish_diverged(TrainSummary sum, nlohmann::json& manifest, const std::string& started,
                              MetricsLog& metrics, const std::string& output_dir, double elapsed_s) {
   sum.elapsed_s = elapsed_s;
-  manifest["run"] = {{"started", started},
-                     {"finished", utc_timestamp_now()},
-                     {"status", "diverged"},
-                     {"diverged", sum.diverged},
-                     {"elapsed_s", sum.elapsed_s},
-                     {"steps", sum.steps},
-                     {"total_steps", sum.total_steps},
-                     {"skipped_steps", sum.skipped_steps},
-                     {"last_checkpoint", sum.checkpoint_dir.empty() ? nlohmann::json() : nlohmann::json(sum.checkpoint_dir)}};
+  manifest["run"] = run_record(sum, started);
+  manifest["run"]["diverged"] = sum.diverged;
+  manifest["run"]["last_checkpoint"] =
+      sum.checkpoint_dir.empty() ? nlohmann::json() : nlohmann::json(sum.checkpoint_dir);
   manifest["outputs"] = nlohmann::json::array();
   write_run_manifest(output_dir, manifest);
-  metrics.write({{"summary", {{"steps", sum.steps},
-                              {"total_steps", sum.total_steps},
-                              {"tokens", sum.tokens},
-                              {"input_tokens", sum.input_tokens},
-                              {"skipped_steps", sum.skipped_steps},
-                              {"elapsed_s", sum.elapsed_s},
-                              {"stop_reason", "diverged"},
-                              {"diverged", sum.diverged}}}});
+  nlohmann::json summary = summary_record(sum);
+  summary["diverged"] = sum.diverged;
+  metrics.write({{"summary", summary}});
   return sum;
 }
 
@@ -474,8 +485,6 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     st.metrics_bytes = metrics.bytes();
     st.elapsed_s = resumed.elapsed_s + seconds_since(t0);
     st.skipped_steps = sum.skipped_steps;
-    // Never on disk as a result: the loop stops before a non-finite update is kept.
-    if (!all_finite(lora)) throw Internal("checkpoint-" + std::to_string(done) + ": the adapter holds NaN or Inf");
     const io::PeftAdapter adapter = model::lora_to_peft(lora, cfg.base_model);
     auto json_part = [](const std::string& file, std::string text) {
       return [file, text = std::move(text)](const std::string& dir) { io::atomic_write_file(dir + "/" + file, text); };
@@ -596,15 +605,8 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   sum.adapter_dir = (fs::path(cfg.output_dir) / "adapter").string();
   io::write_peft_adapter(sum.adapter_dir, model::lora_to_peft(lora, cfg.base_model), adapter_metadata);
   sum.elapsed_s = seconds_since(t0);
-  manifest["run"] = {{"started", started},
-                     {"finished", utc_timestamp_now()},
-                     {"status", sum.stop_reason},
-                     {"elapsed_s", sum.elapsed_s},
-                     {"steps", sum.steps},
-                     {"total_steps", sum.total_steps},
-                     {"target_tokens", sum.tokens},
-                     {"skipped_steps", sum.skipped_steps},
-                     {"final_loss", sum.final_loss}};
+  manifest["run"] = run_record(sum, started);
+  manifest["run"]["final_loss"] = sum.final_loss;
   if (!sum.evals.empty()) {
     const EvalPoint& e = sum.evals.back();
     manifest["run"]["final_eval"] = {{"step", e.step}, {"loss", e.loss}};
@@ -621,14 +623,9 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     progress.message("stopped by signal after step " + std::to_string(step) + "; adapter saved to " + sum.adapter_dir);
   else if (sum.stop_reason == "max_runtime")
     progress.message("stopped at max_runtime after step " + std::to_string(step) + "; adapter saved to " + sum.adapter_dir);
-  metrics.write({{"summary", {{"steps", sum.steps},
-                              {"total_steps", sum.total_steps},
-                              {"tokens", sum.tokens},
-                              {"input_tokens", sum.input_tokens},
-                              {"final_loss", sum.final_loss},
-                              {"skipped_steps", sum.skipped_steps},
-                              {"elapsed_s", sum.elapsed_s},
-                              {"stop_reason", sum.stop_reason}}}});
+  nlohmann::json summary = summary_record(sum);
+  summary["final_loss"] = sum.final_loss;
+  metrics.write({{"summary", summary}});
   return sum;
 }
 
