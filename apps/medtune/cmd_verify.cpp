@@ -3,8 +3,6 @@
 // Prints one line per check; exit 0 when everything matches, 3 when something no longer does,
 // 2 when RUN_DIR holds no readable manifest.
 #include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <memory>
 #include <string>
 
@@ -18,7 +16,8 @@ void add_verify_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("verify", "Check a training run's files against its manifest (SHA-256)");
   cmd->add_option("run_dir", *run_dir, "Training output directory (holds manifest.json)")->required();
   cmd->callback([run_dir] {
-    const auto items = train::verify_run(*run_dir);
+    std::string status;
+    const auto items = train::verify_run(*run_dir, &status);
     int bad = 0;
     for (const auto& it : items) {
       if (it.problem.empty()) {
@@ -32,16 +31,11 @@ void add_verify_command(CLI::App& app) {
                 bad == 0 ? "" : " (see CHANGED lines)");
     // Integrity is not success: say how the run ended, so an intact diverged or unfinished run is
     // not taken for a finished one.
-    std::ifstream in(*run_dir + "/manifest.json");
-    const auto m = nlohmann::json::parse(in, nullptr, false);
-    if (m.is_object() && m.contains("run") && m["run"].is_object() && m["run"].contains("status") &&
-        m["run"]["status"].is_string()) {
-      const std::string status = m["run"]["status"].get<std::string>();
+    if (!status.empty())
       std::printf("run status: %s%s\n", status.c_str(),
                   status == "diverged"  ? " (no adapter was written; see manifest.json run.diverged)"
                   : status == "running" ? " (the run has not finished, or died: its adapter, if any, is not covered)"
                                         : "");
-    }
     std::fflush(stdout);
     if (bad != 0) throw ExitWith{kExitVerifyMismatch};
   });

@@ -102,9 +102,15 @@ void check_list(std::vector<VerifyItem>& out, const std::string& run_dir, const 
 
 }  // namespace
 
-std::vector<VerifyItem> verify_run(const std::string& run_dir) {
+std::vector<VerifyItem> verify_run(const std::string& run_dir, std::string* run_status) {
   const std::string path = (fs::path(run_dir) / "manifest.json").string();
   const nlohmann::json m = read_manifest(path);
+  if (run_status != nullptr) {
+    const auto run = m.find("run");
+    *run_status = run != m.end() && run->is_object() && run->contains("status") && (*run)["status"].is_string()
+                      ? (*run)["status"].get<std::string>()
+                      : "";
+  }
   const nlohmann::json& in = m["inputs"];
   std::vector<VerifyItem> out;
 

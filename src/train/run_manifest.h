@@ -55,6 +55,7 @@ struct VerifyItem {
 // Re-reads RUN_DIR/manifest.json and checks: the inputs hash, every input file (base model,
 // data), the resolved config, every output file (relative to RUN_DIR), and that the final adapter's
 // metadata carries the inputs hash. Throws BadInput when RUN_DIR has no readable manifest.
-std::vector<VerifyItem> verify_run(const std::string& run_dir);
+// `run_status` (may be null) receives the manifest's run.status ("" when absent).
+std::vector<VerifyItem> verify_run(const std::string& run_dir, std::string* run_status = nullptr);
 
 }  // namespace medtune::train
