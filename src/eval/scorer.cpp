@@ -48,15 +48,17 @@ int64_t utf8_chars(const std::string& s) {
 }
 
 // A cache of B rows, each holding a copy of row 0 of `prefix` (positions [0, prefix.length)).
-model::KvCache replicate(const model::KvCache& prefix, const ModelConfig& c, int64_t B,
+// On the model's backend, as the prefix is.
+model::KvCache replicate(const model::KvCache& prefix, const model::LlamaModel& model, int64_t B,
                          int64_t Smax) {
-  model::KvCache out(c, B, Smax);
+  model::KvCache out = model.make_cache(B, Smax);
+  backend::Backend& be = out.backend();
   const int64_t row = prefix.NKV * prefix.HD, P = prefix.length;
   for (int64_t l = 0; l < prefix.L; ++l)
     for (int64_t b = 0; b < B; ++b) {
       const size_t bytes = static_cast<size_t>(P * row) * sizeof(float);
-      std::memcpy(out.k.data() + ((l * B + b) * Smax) * row, prefix.k.data() + (l * prefix.B * prefix.Smax) * row, bytes);
-      std::memcpy(out.v.data() + ((l * B + b) * Smax) * row, prefix.v.data() + (l * prefix.B * prefix.Smax) * row, bytes);
+      be.copy(out.k.data() + ((l * B + b) * Smax) * row, prefix.k.data() + (l * prefix.B * prefix.Smax) * row, bytes);
+      be.copy(out.v.data() + ((l * B + b) * Smax) * row, prefix.v.data() + (l * prefix.B * prefix.Smax) * row, bytes);
     }
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < P; ++t) out.valid[static_cast<size_t>(b * Smax + t)] = 1;
@@ -95,7 +97,7 @@ std::vector<double> continuation_logliks(model::LlamaModel& model, const model::
       if (real) rows.push_back(b * (T - 1) + j);
     }
   }
-  model::KvCache cache = replicate(prefix, model.config(), B, prefix.length + T);
+  model::KvCache cache = replicate(prefix, model, B, prefix.length + T);
   std::vector<float> logits;  // (rows.size(), V)
   model.forward(batch, cache, logits, rows);
   size_t r = 0;  // rows are in (b, j) order, as they were listed
@@ -131,7 +133,7 @@ ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& pr
     tq.context.erase(tq.context.begin(), tq.context.begin() + dropped);
   }
   const int64_t P = static_cast<int64_t>(tq.context.size());
-  model::KvCache prefix(model.config(), 1, P);
+  model::KvCache prefix = model.make_cache(1, P);
   std::vector<float> last;
   model.forward(model::Batch{1, P, tq.context, {}}, prefix, last, {P - 1});
 
@@ -170,8 +172,9 @@ std::vector<QuestionResult> score_questions(model::LlamaModel& model, const Prom
   // the CPU time spinning at barriers (SmolLM2: 9 heads, 3 panels of k_proj for 2 threads).
   // Few questions per thread: one at a time, each op over all threads (an uneven tail would
   // leave threads idle). Each question's numbers do not depend on which way it ran.
+  // A device backend runs one question at a time from this thread (its stream is not shared).
   const int threads = omp_get_max_threads();
-  const bool per_question = threads > 1 && n >= kQuestionsPerThread * threads;
+  const bool per_question = model.backend().device().is_cpu() && threads > 1 && n >= kQuestionsPerThread * threads;
   std::vector<std::exception_ptr> errors(items.size());
   std::atomic<bool> failed{false};
   size_t done = 0;

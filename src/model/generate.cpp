@@ -13,7 +13,7 @@ std::vector<int32_t> generate(LlamaModel& model, const std::vector<int32_t>& pro
                               const std::function<bool(int32_t)>& on_token) {
   if (prompt.empty()) throw BadInput("generate: the prompt has no tokens");
   const int64_t V = model.config().vocab_size;
-  KvCache cache(model.config(), 1, static_cast<int64_t>(prompt.size()) + opt.max_new_tokens);
+  KvCache cache = model.make_cache(1, static_cast<int64_t>(prompt.size()) + opt.max_new_tokens);
   Sampler sampler(opt.sampling);
   std::vector<int32_t> out;
   std::vector<float> logits;

@@ -31,40 +31,33 @@ const float* bias_or_null(const std::vector<float>& b) { return b.empty() ? null
 
 // The layer's temporaries (~30 MB per layer for the backward at 4 x 256 tokens), kept from one
 // call to the next so that they are not zero-filled and page-faulted in again 30 times a step:
-// glibc hands buffers this large back to the kernel when freed. One set per calling thread; each
-// slot holds one temporary, grown as needed, garbage on entry (every user writes it before
-// reading it). layer_forward uses kXd, kK, kV, kProj; layer_backward the others and kXd.
-// release_backward_scratch() frees them, so that they do not add to the loss head's peak.
+// glibc hands buffers this large back to the kernel when freed. One set per calling thread, on
+// the backend of the last call; each slot holds one temporary, grown as needed, garbage on entry
+// (every user writes it before reading it). layer_forward uses kXd, kK, kV, kProj; layer_backward
+// the others and kXd. release_backward_scratch() frees them, so that they do not add to the loss
+// head's peak.
 enum Slot : size_t {
   kK, kV, kProj,                                                                  // forward
   kDu, kXd, kDxRows, kDh, kDgate, kDup, kDn, kDnormIn, kDattRows, kDatt, kDq, kDk, kDv,  // backward
   kDqBase, kDkBase, kNumSlots
 };
-std::array<std::vector<float>, kNumSlots>& backward_scratch() {
-  thread_local std::array<std::vector<float>, kNumSlots> bufs;
+std::array<backend::Array<float>, kNumSlots>& backward_scratch() {
+  thread_local std::array<backend::Array<float>, kNumSlots> bufs;
   return bufs;
 }
-float* scratch(Slot slot, int64_t n) {
-  std::vector<float>& b = backward_scratch()[slot];
-  if (b.size() < static_cast<size_t>(n)) {
-    b.clear();  // no copy of the old contents
-    b.resize(static_cast<size_t>(n));
-  }
+float* scratch(backend::Backend& be, Slot slot, int64_t n) {
+  backend::Array<float>& b = backward_scratch()[slot];
+  if (b.backend() != &be || b.size() < static_cast<size_t>(n)) b.fit(be, static_cast<size_t>(n));
   return b.data();
 }
 
 }  // namespace
 
-namespace {
-// v.resize(n) that never copies old contents into a new allocation: a reused buffer (training
-// keeps activations from step to step) is overwritten before it is read anyway.
-void fit(std::vector<float>& v, size_t n) {
-  if (v.capacity() < n) v.clear();
-  v.resize(n);
-}
-}  // namespace
-
-void LayerActs::resize(const ModelConfig& c, int64_t N, const LoraWeights* lora, int64_t layer) {
+void LayerActs::resize(backend::Backend& be, const ModelConfig& c, int64_t N, const LoraWeights* lora,
+                       int64_t layer) {
+  // A reused buffer (training keeps activations from step to step) is overwritten before it is
+  // read, so its old contents are never copied.
+  const auto fit = [&](Buf& b, size_t n) { b.fit(be, n); };
   const auto n = [&](int64_t k) { return static_cast<size_t>(N * k); };
   const int64_t C = c.hidden_size, F = c.intermediate_size, QD = c.num_attention_heads * c.head_dim;
   fit(x_in, n(C));
@@ -84,8 +77,16 @@ void LayerActs::resize(const ModelConfig& c, int64_t N, const LoraWeights* lora,
   }
 }
 
+int64_t LayerActs::bytes() const {
+  int64_t n = 0;
+  for (const Buf* b : {&x_in, &n1, &rstd1, &q, &att, &x_mid, &n2, &rstd2, &gate, &up, &h})
+    n += static_cast<int64_t>(b->bytes());
+  for (const Buf& u : lora_u) n += static_cast<int64_t>(u.bytes());
+  return n;
+}
+
 void release_backward_scratch() {
-  for (auto& b : backward_scratch()) std::vector<float>().swap(b);
+  for (auto& b : backward_scratch()) b = backend::Array<float>();
 }
 
 DropoutSite LayerCall::dropout(Proj p) const {
@@ -121,6 +122,7 @@ const int64_t* checked_rows(const LayerCall& call) {
 }  // namespace
 
 void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
+  backend::Backend& be = call.be;
   const ModelConfig& c = call.config;
   const LayerWeights& w = call.w;
   const ops::AttentionShape& s = call.shape;
@@ -131,11 +133,11 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   const int64_t* rows = checked_rows(call);       // (M) or null = row i is row i
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float sc = call.lora != nullptr ? call.lora->scaling : 0.0f;
-  float* k = scratch(kK, N * KVD);  // (N, NKV, HD)
-  float* v = scratch(kV, N * KVD);  // (N, NKV, HD)
-  float* proj = scratch(kProj, M * C);  // (M, C) o_proj, then down_proj output
+  float* k = scratch(be, kK, N * KVD);  // (N, NKV, HD)
+  float* v = scratch(be, kV, N * KVD);  // (N, NKV, HD)
+  float* proj = scratch(be, kProj, M * C);  // (M, C) o_proj, then down_proj output
   // Dropout scratch, (N, max(C, F)), used only when dropout is on.
-  float* xd = call.dropout(Proj::q).p > 0 ? scratch(kXd, N * std::max(C, F)) : nullptr;
+  float* xd = call.dropout(Proj::q).p > 0 ? scratch(be, kXd, N * std::max(C, F)) : nullptr;
   auto u = [&](Proj p) { return a.lora_u[static_cast<size_t>(p)].data(); };
   // LoRA parts of the projections that read `in` (m rows): those without dropout as one stacked
   // group (lora_group_forward), the others one by one.
@@ -146,64 +148,63 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
       const LoraLinear* l = call.lora_at(p);
       if (l == nullptr || !l->enabled()) continue;
       const DropoutSite d = call.dropout(p);
-      if (d.p > 0) lora_forward_add(y, in, *l, sc, d, u(p), xd, m);
+      if (d.p > 0) lora_forward_add(be, y, in, *l, sc, d, u(p), xd, m);
       else group[static_cast<size_t>(n++)] = {l, y, u(p)};
     }
-    if (n > 0) lora_group_forward(group.data(), n, in, sc, m);
+    if (n > 0) lora_group_forward(be, group.data(), n, in, sc, m);
   };
 
-  std::memcpy(a.x_in.data(), x, static_cast<size_t>(N * C) * sizeof(float));
+  be.copy(a.x_in.data(), x, static_cast<size_t>(N * C) * sizeof(float));
   // --- attention block
-  ops::rmsnorm_forward(a.n1.data(), a.rstd1.data(), x, w.input_norm.data(), N, C, eps);
-  ops::linear_forward(a.q.data(), a.n1.data(), w.q, bias_or_null(w.q_bias), N);
-  ops::linear_forward(k, a.n1.data(), w.k, bias_or_null(w.k_bias), N);
-  ops::linear_forward(v, a.n1.data(), w.v, bias_or_null(w.v_bias), N);
+  be.rmsnorm_forward(a.n1.data(), a.rstd1.data(), x, w.input_norm.data(), N, C, eps);
+  be.linear_forward(a.q.data(), a.n1.data(), w.q, bias_or_null(w.q_bias), N);
+  be.linear_forward(k, a.n1.data(), w.k, bias_or_null(w.k_bias), N);
+  be.linear_forward(v, a.n1.data(), w.v, bias_or_null(w.v_bias), N);
   if (call.qk_rows_permuted) {
-    undo_gguf_qk_permutation(a.q.data(), N, NH, HD);
-    undo_gguf_qk_permutation(k, N, NKV, HD);
+    be.undo_gguf_qk_permutation(a.q.data(), N, NH, HD);
+    be.undo_gguf_qk_permutation(k, N, NKV, HD);
   }
   lora_add(a.n1.data(), N, {{a.q.data(), Proj::q}, {k, Proj::k}, {v, Proj::v}});
-  ops::rope_forward(a.q.data(), call.cos, call.sin, N, NH, HD);
-  ops::rope_forward(k, call.cos, call.sin, N, NKV, HD);
+  be.rope_forward(a.q.data(), call.cos, call.sin, N, NH, HD);
+  be.rope_forward(k, call.cos, call.sin, N, NKV, HD);
   // Append keys and values: (B, T, NKV, HD) -> cache (B, Smax, NKV, HD) at position past.
   for (int64_t b = 0; b < s.B; ++b) {
-    const size_t bytes = static_cast<size_t>(s.T * KVD) * sizeof(float);
-    std::memcpy(call.k_cache + (b * s.Smax + s.past) * KVD, k + b * s.T * KVD, bytes);
-    std::memcpy(call.v_cache + (b * s.Smax + s.past) * KVD, v + b * s.T * KVD, bytes);
+    be.copy_rows(call.k_cache + (b * s.Smax + s.past) * KVD, KVD, k + b * s.T * KVD, KVD, s.T, KVD);
+    be.copy_rows(call.v_cache + (b * s.Smax + s.past) * KVD, KVD, v + b * s.T * KVD, KVD, s.T, KVD);
   }
-  ops::attention_forward(a.att.data(), a.q.data(), call.k_cache, call.v_cache, call.key_valid,
-                         call.seg_start, s);
+  be.attention_forward(a.att.data(), a.q.data(), call.k_cache, call.v_cache, call.key_valid,
+                       call.seg_start, s);
 
   // Everything below is row-local. With out_rows it runs on those M rows only, packed into the
   // first M rows of att, x_mid, n2, ... (att in place: rows ascend, so rows[i] >= i).
-  const auto row = [&](int64_t i) { return rows != nullptr ? rows[i] : i; };
-  if (rows != nullptr)
-    for (int64_t i = 0; i < M; ++i)
-      if (rows[i] != i)
-        std::memcpy(a.att.data() + i * QD, a.att.data() + rows[i] * QD, static_cast<size_t>(QD) * sizeof(float));
-  for (int64_t i = 0; i < M; ++i)
-    std::memcpy(a.x_mid.data() + i * C, x + row(i) * C, static_cast<size_t>(C) * sizeof(float));
-  project_forward(proj, a.att.data(), w.o, bias_or_null(w.o_bias), call.lora_at(Proj::o), sc,
+  if (rows != nullptr) {
+    be.gather_rows(a.att.data(), a.att.data(), rows, M, QD);
+    be.gather_rows(a.x_mid.data(), x, rows, M, C);
+  } else {
+    be.copy(a.x_mid.data(), x, static_cast<size_t>(M * C) * sizeof(float));
+  }
+  project_forward(be, proj, a.att.data(), w.o, bias_or_null(w.o_bias), call.lora_at(Proj::o), sc,
                   call.dropout(Proj::o), u(Proj::o), xd, M);
-  ops::add_inplace(a.x_mid.data(), proj, M * C);
+  be.add_inplace(a.x_mid.data(), proj, M * C);
 
   // --- MLP block
-  ops::rmsnorm_forward(a.n2.data(), a.rstd2.data(), a.x_mid.data(), w.post_attn_norm.data(), M, C, eps);
-  ops::linear_forward(a.gate.data(), a.n2.data(), w.gate, nullptr, M);
-  ops::linear_forward(a.up.data(), a.n2.data(), w.up, nullptr, M);
+  be.rmsnorm_forward(a.n2.data(), a.rstd2.data(), a.x_mid.data(), w.post_attn_norm.data(), M, C, eps);
+  be.linear_forward(a.gate.data(), a.n2.data(), w.gate, nullptr, M);
+  be.linear_forward(a.up.data(), a.n2.data(), w.up, nullptr, M);
   lora_add(a.n2.data(), M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
-  ops::swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), M * F);
-  project_forward(proj, a.h.data(), w.down, nullptr, call.lora_at(Proj::down), sc,
+  be.swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), M * F);
+  project_forward(be, proj, a.h.data(), w.down, nullptr, call.lora_at(Proj::down), sc,
                   call.dropout(Proj::down), u(Proj::down), xd, M);
-  for (int64_t i = 0; i < M; ++i) {
-    float* out = x + row(i) * C;
-    const float* mid = a.x_mid.data() + i * C;
-    const float* p = proj + i * C;
-    for (int64_t j = 0; j < C; ++j) out[j] = mid[j] + p[j];
-  }
+  // x_out = x_mid + down_proj(...), at the M rows (fp32 addition commutes: proj + x_mid is x_mid + proj).
+  be.add_inplace(proj, a.x_mid.data(), M * C);
+  if (rows != nullptr) be.scatter_rows(x, proj, rows, M, C);
+  else be.copy(x, proj, static_cast<size_t>(M * C) * sizeof(float));
 }
 
 void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
+  backend::Backend& be = call.be;
+  if (!be.device().is_cpu())
+    throw Internal("layer_backward on device " + be.device().str() + " is not implemented yet (CPU only)");
   const ModelConfig& c = call.config;
   const LayerWeights& w = call.w;
   const ops::AttentionShape& s = call.shape;
@@ -217,13 +218,13 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   int64_t rmax = 0;
   if (call.lora != nullptr)
     for (int p = 0; p < kNumProj; ++p) rmax = std::max(rmax, call.lora->at(call.layer, static_cast<Proj>(p)).r);
-  float* du = scratch(kDu, N * std::max<int64_t>(rmax, 1));  // (N, r)
+  float* du = scratch(be, kDu, N * std::max<int64_t>(rmax, 1));  // (N, r)
   // Dropout scratch, (N, max(C, F)), used only when dropout is on.
-  float* xd = call.dropout(Proj::q).p > 0 ? scratch(kXd, N * std::max(C, F)) : nullptr;
+  float* xd = call.dropout(Proj::q).p > 0 ? scratch(be, kXd, N * std::max(C, F)) : nullptr;
   auto u = [&](Proj p) { return a.lora_u[static_cast<size_t>(p)].data(); };
   auto lora_of = [&](Proj p) { return call.lora != nullptr ? &call.lora->at(call.layer, p) : nullptr; };
   auto back = [&](float* dxp, const float* dy, const float* in, const ops::StoredMatrix& W, Proj p, int64_t m) {
-    project_backward(dxp, dy, dy, in, W, lora_of(p), sc, call.dropout(p), u(p), du, xd, m, false);
+    project_backward(be, dxp, dy, dy, in, W, lora_of(p), sc, call.dropout(p), u(p), du, xd, m, false);
   };
   // LoRA parts of the projections that read `in` (m rows), as in layer_forward's lora_add; dxp
   // null: no input gradient.
@@ -235,42 +236,42 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
       LoraLinear* l = lora_of(p);
       if (l == nullptr || !l->enabled()) continue;
       const DropoutSite d = call.dropout(p);
-      if (d.p > 0) lora_backward(dxp, dy, in, *l, sc, d, u(p), du, xd, m);
+      if (d.p > 0) lora_backward(be, dxp, dy, in, *l, sc, d, u(p), du, xd, m);
       else group[static_cast<size_t>(n++)] = {l, dy, u(p)};
     }
-    if (n > 0) lora_group_backward(dxp, group.data(), n, in, sc, m);
+    if (n > 0) lora_group_backward(be, dxp, group.data(), n, in, sc, m);
   };
 
   // --- MLP block, on the M rows of the row-local part. dxm (M, C) holds dL/dx_out =
   // dL/dx_mid (residual) + the MLP branch's share: dx itself, or dx's out_rows gathered.
   float* dxm = dx;
   if (rows != nullptr) {
-    dxm = scratch(kDxRows, M * C);
+    dxm = scratch(be, kDxRows, M * C);
     for (int64_t i = 0; i < M; ++i)
       std::memcpy(dxm + i * C, dx + rows[i] * C, static_cast<size_t>(C) * sizeof(float));
   }
-  float* dh = scratch(kDh, M * F);        // (M, F)
-  float* dgate = scratch(kDgate, M * F);  // (M, F)
-  float* dup = scratch(kDup, M * F);      // (M, F)
+  float* dh = scratch(be, kDh, M * F);        // (M, F)
+  float* dgate = scratch(be, kDgate, M * F);  // (M, F)
+  float* dup = scratch(be, kDup, M * F);      // (M, F)
   back(dh, dxm, a.h.data(), w.down, Proj::down, M);
   ops::swiglu_backward(dgate, dup, dh, a.gate.data(), a.up.data(), M * F);
-  float* dn = scratch(kDn, N * C);  // (N, C) gradient of a norm's output (first M rows here)
+  float* dn = scratch(be, kDn, N * C);  // (N, C) gradient of a norm's output (first M rows here)
   ops::linear_backward_input(dn, dgate, w.gate, M, false);
   ops::linear_backward_input(dn, dup, w.up, M, true);
   lora_back(dn, a.n2.data(), M, {{dgate, Proj::gate}, {dup, Proj::up}});
-  float* dnorm_in = scratch(kDnormIn, N * C);  // (N, C)
+  float* dnorm_in = scratch(be, kDnormIn, N * C);  // (N, C)
   ops::rmsnorm_backward(dnorm_in, nullptr, dn, a.x_mid.data(), w.post_attn_norm.data(),
                         a.rstd2.data(), M, C);
   ops::add_inplace(dxm, dnorm_in, M * C);  // dxm = dL/dx_mid
 
   // --- attention block
-  float* datt = scratch(kDatt, N * QD);  // (N, NH, HD)
+  float* datt = scratch(be, kDatt, N * QD);  // (N, NH, HD)
   if (rows == nullptr) {
     back(datt, dx, a.att.data(), w.o, Proj::o, N);
   } else {
     // o_proj's backward on the M rows, then datt and dx = dL/dx_mid scattered back to all N
     // rows: zero outside out_rows (dL/dx_out was zero there and o_proj never saw those rows).
-    float* datt_rows = scratch(kDattRows, M * QD);  // (M, NH, HD)
+    float* datt_rows = scratch(be, kDattRows, M * QD);  // (M, NH, HD)
     back(datt_rows, dxm, a.att.data(), w.o, Proj::o, M);
     std::memset(datt, 0, static_cast<size_t>(N * QD) * sizeof(float));
     for (int64_t i = 0; i < M; ++i) {
@@ -278,9 +279,9 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
       std::memcpy(dx + rows[i] * C, dxm + i * C, static_cast<size_t>(C) * sizeof(float));
     }
   }
-  float* dq = scratch(kDq, N * QD);   // (N, NH, HD)
-  float* dk = scratch(kDk, N * KVD);  // (N, NKV, HD)
-  float* dv = scratch(kDv, N * KVD);  // (N, NKV, HD)
+  float* dq = scratch(be, kDq, N * QD);   // (N, NH, HD)
+  float* dk = scratch(be, kDk, N * KVD);  // (N, NKV, HD)
+  float* dv = scratch(be, kDv, N * KVD);  // (N, NKV, HD)
   ops::attention_backward(dq, dk, dv, datt, a.q.data(), call.k_cache, call.v_cache, call.key_valid,
                           call.seg_start, s);
   ops::rope_backward(dq, call.cos, call.sin, N, NH, HD);
@@ -290,8 +291,8 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
     const float* dq_w = dq;
     const float* dk_w = dk;
     if (call.qk_rows_permuted) {
-      float* dq_base = scratch(kDqBase, N * QD);   // (N, NH, HD) GGUF order
-      float* dk_base = scratch(kDkBase, N * KVD);  // (N, NKV, HD)
+      float* dq_base = scratch(be, kDqBase, N * QD);   // (N, NH, HD) GGUF order
+      float* dk_base = scratch(be, kDkBase, N * KVD);  // (N, NKV, HD)
       std::memcpy(dq_base, dq, static_cast<size_t>(N * QD) * sizeof(float));
       std::memcpy(dk_base, dk, static_cast<size_t>(N * KVD) * sizeof(float));
       redo_gguf_qk_permutation(dq_base, N, NH, HD);

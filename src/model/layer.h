@@ -2,13 +2,17 @@
 //   x_mid = x_in + o_proj(attention(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = rmsnorm(x_in)
 //   x_out = x_mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                        n2 = rmsnorm(x_mid)
 // The same code serves inference (activations overwritten layer after layer) and training
-// (activations kept per layer for the backward pass, or recomputed from x_in).
+// (activations kept per layer for the backward pass, or recomputed from x_in). It runs on the
+// call's backend (backend/backend.h): every activation below is that backend's memory. The forward
+// runs on any backend; the backward on the CPU backend only so far.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <vector>
 
+#include "backend/array.h"
+#include "backend/backend.h"
 #include "model/kv_cache.h"
 #include "model/lora.h"
 #include "model/lora_linear.h"
@@ -17,26 +21,31 @@
 
 namespace medtune::model {
 
-// Activations of one layer for N = B*T tokens (sizes set by resize()).
+// Activations of one layer for N = B*T tokens (sizes set by resize()), on one backend.
 struct LayerActs {
-  std::vector<float> x_in;    // (N, C)   layer input (kept for backward / recompute)
-  std::vector<float> n1;      // (N, C)   rmsnorm(x_in)
-  std::vector<float> rstd1;   // (N)
-  std::vector<float> q;       // (N, NH, HD) after rope
-  std::vector<float> att;     // (N, NH, HD) attention output (o_proj input)
-  std::vector<float> x_mid;   // (N, C)
-  std::vector<float> n2;      // (N, C)   rmsnorm(x_mid)
-  std::vector<float> rstd2;   // (N)
-  std::vector<float> gate;    // (N, F)   gate_proj(n2), before silu
-  std::vector<float> up;      // (N, F)
-  std::vector<float> h;       // (N, F)   silu(gate) * up (down_proj input)
-  std::array<std::vector<float>, kNumProj> lora_u;  // (N, r) each: A d(x), for LoRA grads
+  using Buf = backend::Array<float>;
+  Buf x_in;    // (N, C)   layer input (kept for backward / recompute)
+  Buf n1;      // (N, C)   rmsnorm(x_in)
+  Buf rstd1;   // (N)
+  Buf q;       // (N, NH, HD) after rope
+  Buf att;     // (N, NH, HD) attention output (o_proj input)
+  Buf x_mid;   // (N, C)
+  Buf n2;      // (N, C)   rmsnorm(x_mid)
+  Buf rstd2;   // (N)
+  Buf gate;    // (N, F)   gate_proj(n2), before silu
+  Buf up;      // (N, F)
+  Buf h;       // (N, F)   silu(gate) * up (down_proj input)
+  std::array<Buf, kNumProj> lora_u;  // (N, r) each: A d(x), for LoRA grads
 
-  void resize(const ModelConfig& c, int64_t N, const LoraWeights* lora, int64_t layer);
+  // Contents are unspecified after a resize (every buffer is written before it is read).
+  void resize(backend::Backend& be, const ModelConfig& c, int64_t N, const LoraWeights* lora, int64_t layer);
+  int64_t bytes() const;
 };
 
-// What a layer needs besides its activations.
+// What a layer needs besides its activations. Pointers to activations, tables and masks are
+// memory of `be`; the weights and the adapter are host storage read through be.resident().
 struct LayerCall {
+  backend::Backend& be;
   const ModelConfig& config;
   const LayerWeights& w;
   int64_t layer;
@@ -45,16 +54,16 @@ struct LayerCall {
   uint64_t dropout_seed;            // per optimizer step (training); 0 with dropout off
   bool training;                    // LoRA dropout active
   const ops::AttentionShape& shape;
-  const float* cos;                 // (N, HD/2)
+  const float* cos;                 // (N, HD/2) on be
   const float* sin;
-  float* k_cache;                   // (B, Smax, NKV, HD) this layer's cache
+  float* k_cache;                   // (B, Smax, NKV, HD) this layer's cache, on be
   float* v_cache;
-  const uint8_t* key_valid;         // (B, Smax)
-  const int64_t* seg_start = nullptr;  // (B, T) packed rows: each token's example start; null = none
+  const uint8_t* key_valid;         // (B, Smax) on be
+  const int64_t* seg_start = nullptr;  // (B, T) on be, packed rows: each token's example start; null = none
   // Training, last layer: the rows of x_out that are read afterwards (the loss head's target
   // positions), ascending flat indices into N; null or empty = all N rows. Everything after
   // attention (o_proj, residual, post-attention norm, MLP) is row-local, so with a list it runs
-  // on these R rows only: x_out's other rows are left unspecified (they hold x_in), acts keeps
+  // on these R rows only (the list is host memory): x_out's other rows are left unspecified (they hold x_in), acts keeps
   // att, x_mid, n2, rstd2, gate, up, h and lora_u of o/gate/up/down in its first R rows, and
   // layer_backward takes dL/dx_out to be zero outside these rows (nothing read x_out there).
   const std::vector<int64_t>* out_rows = nullptr;
@@ -80,7 +89,7 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& acts);
 // Training only: past == 0 and Smax == T.
 void layer_backward(const LayerCall& call, float* dx, const LayerActs& acts);
 
-// Frees the calling thread's layer_forward/layer_backward temporaries, which they otherwise keep
+// Frees the calling thread's layer_forward/layer_backward temporaries (on whichever backend), which they otherwise keep
 // from one call to the next (training calls it after the backward, before the next loss head).
 void release_backward_scratch();
 

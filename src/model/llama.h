@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "io/checkpoint.h"
 #include "model/kv_cache.h"
 #include "model/lora.h"
@@ -26,14 +27,24 @@ void check_sliding_window(const ModelConfig& c, int64_t length);
 class LlamaModel {
  public:
   // Takes ownership of the checkpoint (its mappings back the weights). quant: see bind_weights.
-  explicit LlamaModel(io::Checkpoint ckpt, WeightQuant quant = WeightQuant::kNone);
+  // `be`: where forward() computes; a GPU backend receives every base weight here, in its stored
+  // dtype (backend.h: resident), so that the first forward call uploads nothing large.
+  explicit LlamaModel(io::Checkpoint ckpt, WeightQuant quant = WeightQuant::kNone,
+                      backend::Backend& be = backend::cpu());
+  ~LlamaModel();  // releases the backend's copies of the weights
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+
+  backend::Backend& backend() const { return *be_; }
+  // A cache for `batch` rows of up to `max_len` positions on this model's backend.
+  KvCache make_cache(int64_t batch, int64_t max_len) const { return KvCache(config(), batch, max_len, *be_); }
 
   const ModelConfig& config() const { return ckpt_.config; }
   const io::Checkpoint& checkpoint() const { return ckpt_; }
   const ModelWeights& weights() const { return w_; }
 
   // Runs the batch at positions [cache.length, cache.length + T) of every row, appends its keys
-  // and values to `cache`, and writes logits.
+  // and values to `cache` (which must be on this model's backend), and writes logits (host).
   //   logit_rows empty: logits (B, T, V) for every token;
   //   otherwise: logits (logit_rows.size(), V) for the listed flat token indices b*T + t.
   void forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
@@ -42,8 +53,10 @@ class LlamaModel {
   // Convenience: a fresh cache sized for `batch`, all logits (B, T, V).
   std::vector<float> logits(const Batch& batch);
 
-  // A LoRA adapter applied by every forward call from now on (null: none). Not owned.
-  void set_lora(LoraWeights* lora) { lora_ = lora; }
+  // A LoRA adapter applied by every forward call from now on (null: none). Not owned. A device
+  // backend reads its own copy of the adapter's matrices, made at the first forward call: call
+  // set_lora again after changing them (the CPU reads them in place).
+  void set_lora(LoraWeights* lora);
   LoraWeights* lora() const { return lora_; }
   const std::vector<float>& inv_freq() const { return inv_freq_; }
 
@@ -52,6 +65,11 @@ class LlamaModel {
   ModelWeights w_;
   std::vector<float> inv_freq_;  // (HD/2)
   LoraWeights* lora_ = nullptr;
+  backend::Backend* be_;
+  std::vector<const void*> resident_;       // host addresses of the weights resident on be_
+  std::vector<const void*> lora_resident_;  // the adapter's A and B (copied at first use)
+  void make_resident(const void* host, size_t bytes);
+  void forget_lora();
 };
 
 }  // namespace medtune::model

@@ -1,9 +1,13 @@
 // A frozen projection with an optional LoRA side path, forward and backward:
 //   y = W x + b + s * B (A d(x)),   d = dropout (identity in eval or when p = 0)
+// Written against a backend (backend/backend.h): activations (x, y, u, dy, dx and the scratch) are
+// that backend's memory; the adapter's A and B are read through be.resident(). The backward
+// passes and dropout run on the CPU backend only for now (they accumulate into the host dA, dB).
 #pragma once
 
 #include <cstdint>
 
+#include "backend/backend.h"
 #include "model/lora.h"
 #include "ops/linear.h"
 
@@ -24,16 +28,17 @@ struct DropoutSite {
 };
 
 // x (N, in) -> xd (N, in) with the mask of `d` applied (kept elements scaled by 1/(1-p)).
+// CPU only (a host loop).
 void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const DropoutSite& d);
 
 // y (N, out) = W x + bias. When `lora` is enabled also y += s B u with u = A d(x) (N, r) saved
 // in `u` (when non-null) for the backward pass. `xd` is (N, in) scratch, used only with dropout.
-void project_forward(float* y, const float* x, const ops::StoredMatrix& W, const float* bias,
+void project_forward(backend::Backend& be, float* y, const float* x, const ops::StoredMatrix& W, const float* bias,
                      const LoraLinear* lora, float s, const DropoutSite& d, float* u, float* xd,
                      int64_t N);
 
 // The LoRA part alone: y (N, out) += s B (A d(x)); u (N, r) receives A d(x).
-void lora_forward_add(float* y, const float* x, const LoraLinear& lora, float s,
+void lora_forward_add(backend::Backend& be, float* y, const float* x, const LoraLinear& lora, float s,
                       const DropoutSite& d, float* u, float* xd, int64_t N);
 
 // Projections that read the same input x (q, k, v read n1; gate and up read n2), LoRA enabled,
@@ -50,14 +55,14 @@ struct LoraGroupBackward {
   const float* dy;    // (N, out) dL/dy
   const float* u;     // (N, r) A x from the forward
 };
-void lora_group_forward(const LoraGroupForward* g, int n, const float* x, float s, int64_t N);
+void lora_group_forward(backend::Backend& be, const LoraGroupForward* g, int n, const float* x, float s, int64_t N);
 // dB_i += s dy_i^T u_i,  dA_i += (s dy_i B_i)^T x,  dx (N, in) += sum_i (s dy_i B_i) A_i
 // (dx null: the input gradient is not wanted and not computed).
-void lora_group_backward(float* dx, const LoraGroupBackward* g, int n, const float* x, float s,
+void lora_group_backward(backend::Backend& be, float* dx, const LoraGroupBackward* g, int n, const float* x, float s,
                          int64_t N);
 
 // The LoRA part of project_backward alone; dx null skips the input gradient.
-void lora_backward(float* dx, const float* dy, const float* x, LoraLinear& lora, float s,
+void lora_backward(backend::Backend& be, float* dx, const float* dy, const float* x, LoraLinear& lora, float s,
                    const DropoutSite& d, const float* u, float* du, float* xd, int64_t N);
 
 // Backward of project_forward. dy_base drives W's part (differs from dy only when the base
@@ -65,7 +70,7 @@ void lora_backward(float* dx, const float* dy, const float* x, LoraLinear& lora,
 //   dx (N, in) (+)= dy_base W + d'(s (dy B) A)     (accumulate selects +=)
 //   lora.dA += (s dy B)^T d(x),  lora.dB += s dy^T u
 // `du` is (N, r) scratch, `xd` (N, in) scratch.
-void project_backward(float* dx, const float* dy_base, const float* dy, const float* x,
+void project_backward(backend::Backend& be, float* dx, const float* dy_base, const float* dy, const float* x,
                       const ops::StoredMatrix& W, LoraLinear* lora, float s,
                       const DropoutSite& d, const float* u, float* du, float* xd, int64_t N,
                       bool accumulate);

@@ -180,12 +180,15 @@ KvCache& training_cache(const ModelConfig& c, int64_t B, int64_t T) {
   return cache;
 }
 
-int64_t acts_bytes(const LayerActs& a) {
-  int64_t n = 0;
-  for (const auto* v : {&a.x_in, &a.n1, &a.rstd1, &a.q, &a.att, &a.x_mid, &a.n2, &a.rstd2, &a.gate, &a.up, &a.h})
-    n += static_cast<int64_t>(v->size());
-  for (const auto& u : a.lora_u) n += static_cast<int64_t>(u.size());
-  return n * 4;
+int64_t acts_bytes(const LayerActs& a) { return a.bytes(); }
+
+// The training path runs the layers on the CPU backend so far (layer.h: the backward is CPU only);
+// its host vectors (embeddings, rope tables, masks) are that backend's memory.
+backend::Backend& training_backend(const LlamaModel& model) {
+  if (!model.backend().device().is_cpu())
+    throw BadInput("training and loss evaluation on device " + model.backend().device().str() +
+                   " are not implemented yet: use --device cpu (docs/gpu.md)");
+  return backend::cpu();
 }
 
 }  // namespace
@@ -195,6 +198,7 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
                                           const TrainOptions& opt, int64_t row0) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
+  backend::Backend& be = training_backend(model);
   const int64_t L = c.num_hidden_layers, C = c.hidden_size;
   PhaseClock clock;
   StepTimes times;
@@ -209,7 +213,7 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
   const int64_t R = static_cast<int64_t>(p.rows.size());
   const bool rows_only = opt.last_layer_rows_only && R > 0 && R < p.N;
   auto call_for = [&](int64_t l) {
-    LayerCall call{c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, &lora,
+    LayerCall call{be, c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, &lora,
                    opt.dropout_seed, true, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
                    cache.layer_v(l), cache.valid.data(), p.segments()};
     if (rows_only && l == L - 1) call.out_rows = &p.rows;
@@ -225,7 +229,7 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
   int64_t act_bytes = 0;
   for (int64_t l = 0; l < L; ++l) {
     LayerActs& a = saved[static_cast<size_t>(opt.gradient_checkpointing ? 0 : l)];
-    a.resize(c, p.N, &lora, l);
+    a.resize(be, c, p.N, &lora, l);
     if (opt.gradient_checkpointing) inputs[static_cast<size_t>(l)] = p.x;
     layer_forward(call_for(l), p.x.data(), a);
     act_bytes += opt.gradient_checkpointing ? static_cast<int64_t>(p.x.size()) * 4 : acts_bytes(a);
@@ -268,14 +272,15 @@ namespace {
 void forward_layers(LlamaModel& model, Prepared& p, const TrainBatch& batch) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
-  KvCache cache(c, batch.B, batch.T);
+  backend::Backend& be = training_backend(model);
+  KvCache cache(c, batch.B, batch.T, be);
   std::copy(p.valid.begin(), p.valid.end(), cache.valid.begin());
   const ops::AttentionShape shape{batch.B, batch.T, 0, batch.T, c.num_attention_heads,
                                   c.num_key_value_heads, c.head_dim};
   LayerActs a;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    a.resize(c, p.N, model.lora(), l);
-    const LayerCall call{c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, model.lora(),
+    a.resize(be, c, p.N, model.lora(), l);
+    const LayerCall call{be, c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, model.lora(),
                          0, false, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
                          cache.layer_v(l), cache.valid.data(), p.segments()};
     layer_forward(call, p.x.data(), a);

@@ -32,7 +32,7 @@ struct ModelWeights {
   std::vector<float> final_norm;  // (C)
   std::vector<LayerWeights> layers;
   // llama.cpp's GGUF converter stores q/k rows permuted for its interleaved rope; when set, the
-  // forward pass de-interleaves q and k after projecting (see undo_gguf_qk_permutation).
+  // forward pass de-interleaves q and k after projecting (see ops::undo_gguf_qk_permutation).
   bool qk_rows_permuted = false;
   // Storage for weights quantized at load (WeightQuant::kNf4); the StoredMatrix views above
   // point into these buffers. Shared, so that copies of ModelWeights stay valid.
@@ -65,9 +65,5 @@ std::shared_ptr<const std::vector<uint8_t>> quantize_nf4_rows(DType dtype, const
                                                               int64_t rows, int64_t cols,
                                                               const std::string& name);
 
-// Row r of a GGUF-permuted q/k projection output is HF row perm(r):
-//   GGUF: head h, pair i, half j at h*HD + 2*i + j   <->   HF: h*HD + j*(HD/2) + i.
-// x: (N, H, HD), rewritten in place from GGUF order into Hugging Face order.
-void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD);
 
 }  // namespace medtune::model

@@ -32,6 +32,12 @@ void swiglu_forward(float* h, const float* gate, const float* up, int64_t n);
 // y += x, elementwise.   y, x: (n)
 void add_inplace(float* y, const float* x, int64_t n);
 
+// Row r of a GGUF-permuted q/k projection output is HF row perm(r) (llama.cpp's converter stores
+// q/k rows interleaved for its rope):
+//   GGUF: head h, pair i, half j at h*HD + 2*i + j   <->   HF: h*HD + j*(HD/2) + i.
+// x: (N, H, HD), rewritten in place from GGUF order into Hugging Face order.
+void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD);
+
 // Causal grouped-query attention over a key/value history.
 //   q:   (B, T, NH, HD)   queries of the new tokens; token t of row b sits at position past + t
 //   k,v: (B, Smax, NKV, HD) cache rows; positions [0, past + T) are filled

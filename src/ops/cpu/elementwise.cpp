@@ -1,6 +1,7 @@
-// Elementwise ops: SwiGLU, residual add, rotary embedding.
+// Elementwise ops: SwiGLU, residual add, rotary embedding, the GGUF q/k row order.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/cpu/vec_exp.h"
 #include "ops/ops.h"
@@ -62,6 +63,17 @@ void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64
         hi[i] = b * c[i] + a * s[i];
       }
     }
+  }
+}
+
+void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) {
+  const int64_t half = HD / 2;
+  std::vector<float> tmp(static_cast<size_t>(HD));
+  for (int64_t nh = 0; nh < N * H; ++nh) {
+    float* head = x + nh * HD;
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j) tmp[static_cast<size_t>(j * half + i)] = head[2 * i + j];
+    for (int64_t d = 0; d < HD; ++d) head[d] = tmp[static_cast<size_t>(d)];
   }
 }
 

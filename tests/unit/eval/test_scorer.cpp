@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "tokenizer/tokenizer.h"
+#include "unit/model/simulated_device.h"
 
 namespace medtune::eval {
 namespace {
@@ -124,6 +125,28 @@ TEST(ScorerSlow, QuestionsInParallelGiveTheNumbersOfOneAtATime) {
     }
   }
   omp_set_num_threads(saved);
+}
+
+// The scorer on a backend with memory of its own (unit/model/simulated_device.h: the checks a GPU
+// backend needs, computed by the CPU ops) gives the CPU backend's numbers bit for bit: the shared
+// prefix cache is copied on the device, SmolLM2's GGUF q/k rows are un-permuted there, and its
+// quantized tensors are read from their resident copies.
+TEST(ScorerSlow, OnADeviceWithItsOwnMemoryEqualsTheCpuBackend) {
+  const std::string path = model_path();
+  if (path.empty()) GTEST_SKIP() << "MEDTUNE_SMOLLM2_GGUF is not set (scripts/fetch_model.sh fetches the model)";
+  const auto tok = tokenizer::Tokenizer::from_tokenizer_json(MEDTUNE_SOURCE_DIR
+                                                             "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
+  const PromptRenderer prompts(PromptOptions{}, *tok, std::nullopt);
+  static testing::SimulatedDevice device;  // outlives the per-thread layer scratch it holds
+  model::LlamaModel cpu_model(io::open_checkpoint(path));
+  model::LlamaModel dev_model(io::open_checkpoint(path), model::WeightQuant::kNone, device);
+  ASSERT_TRUE(dev_model.weights().qk_rows_permuted) << "the GGUF path should be exercised";
+  const auto qs = items(2);
+  for (const Scoring s : {Scoring::letter, Scoring::text}) {
+    const auto want = score_questions(cpu_model, prompts, qs, s);
+    const auto got = score_questions(dev_model, prompts, qs, s);
+    for (size_t i = 0; i < qs.size(); ++i) EXPECT_EQ(got[i].option_logprobs, want[i].option_logprobs);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,111 @@
+// The backend under the model: where its buffers live and how its ops run.
+//
+// The decoder (model/layer.cpp, model/llama.cpp), the LoRA side path (model/lora_linear.cpp), the
+// training forward (model/train_step.cpp), the scorer and generation are written ONCE against this
+// interface; a backend is a device plus the kernels that run there (ggml's ggml_backend and
+// CTranslate2's Device are the same idea). The CPU backend (backend/cpu_backend.cpp) forwards each
+// call to the fp32 CPU ops (src/ops/) and OpenBLAS, keeping its own scheduling inside them, so that
+// every CPU test exercises this code path with the numerics it had before; the GPU backend
+// (src/gpu/gpu_backend.cpp, in -DMEDTUNE_GPU builds) runs the kernels of src/gpu/.
+//
+// Pointers: every activation argument (float*, and the int/uint8 index arrays marked "device") is
+// memory of THIS backend (allocate(), Array<T>). Frozen weights and adapter matrices are passed as
+// their HOST storage (a checkpoint mapping, a std::vector) and the backend reads its own resident
+// copy (resident()): on the CPU that is the same memory, on a GPU a copy made once at load.
+// Index lists marked "host" are uploaded by the backend itself.
+//
+// Calls may be asynchronous on a device: results are visible to the host after to_host() (which
+// waits) or synchronize(). Shapes use the legend of ops/ops.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "backend/device.h"
+#include "ops/linear.h"
+#include "ops/ops.h"
+
+namespace medtune::backend {
+
+// A row-major matrix operand of gemm(): trans = use its transpose.
+enum class Trans : bool { kNo = false, kYes = true };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  // One line for logs and reports: "cpu (OpenBLAS 0.3.21, 2 threads)", "cuda:0 NVIDIA H200 ...".
+  virtual std::string describe() const = 0;
+
+  // ---- memory (bytes; contents of new memory are unspecified)
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p) = 0;
+  virtual void to_device(void* dst, const void* host, size_t bytes) = 0;
+  virtual void to_host(void* host, const void* src, size_t bytes) = 0;  // waits for the result
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void zero(void* dst, size_t bytes) = 0;
+  // dst[r, 0:cols) = src[r, 0:cols) for r < rows; strides and cols in floats.
+  virtual void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                         int64_t rows, int64_t cols) = 0;
+  virtual void synchronize() = 0;
+
+  // This device's copy of `bytes` bytes of frozen host data (weights, norms, biases, adapter
+  // matrices at inference). CPU: `host` itself. GPU: uploaded on first use and cached by address
+  // until forget(host); the host data must not change meanwhile.
+  virtual const void* resident(const void* host, size_t bytes) = 0;
+  virtual void forget(const void* host) = 0;
+  // Bytes this backend holds resident (0 on the CPU, which maps the checkpoint).
+  virtual int64_t resident_bytes() const = 0;
+
+  // ---- ops (semantics, shapes and aliasing as the CPU ops named in each comment)
+  // x (N, C) = rows ids[n] of `table` (V, C) in its stored dtype, dequantized. ids: host, checked
+  // by the caller to lie in [0, V).
+  virtual void embedding(float* x, const ops::StoredMatrix& table, const int32_t* ids, int64_t N) = 0;
+  // ops::rmsnorm_forward; w: host (C).
+  virtual void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N,
+                               int64_t C, float eps) = 0;
+  // ops::rope_forward; cos, sin: device (N, HD/2).
+  virtual void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64_t H,
+                            int64_t HD) = 0;
+  virtual void swiglu_forward(float* h, const float* gate, const float* up, int64_t n) = 0;
+  virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
+  // ops::attention_forward; key_valid (B, Smax) and seg_start (B, T): device, or null.
+  virtual void attention_forward(float* out, const float* q, const float* k, const float* v,
+                                 const uint8_t* key_valid, const int64_t* seg_start,
+                                 const ops::AttentionShape& s) = 0;
+  // ops::linear_forward: y (N, rows) = x (N, cols) . W^T + bias; W and bias: host.
+  virtual void linear_forward(float* y, const float* x, const ops::StoredMatrix& w,
+                              const float* bias, int64_t N) = 0;
+  // ops::linear_backward_input: dx (N, cols) (+)= dy (N, rows) . W; W: host.
+  virtual void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w,
+                                     int64_t N, bool accumulate) = 0;
+  // model::undo_gguf_qk_permutation, in place: x (N, H, HD).
+  virtual void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) = 0;
+  // dst (M, C): dst[i] = src[rows[i]]; rows: host (M), in [0, rows of src). dst may be src only
+  // to compact rows in place, with rows ascending (rows[i] >= i).
+  virtual void gather_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) = 0;
+  // dst[rows[i]] = src[i] for i < M; rows: host (M), distinct; dst and src do not overlap.
+  virtual void scatter_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) = 0;
+  // C (M, N) = alpha op(A) op(B) + beta C, row-major fp32 (cblas_sgemm's contract: beta = 0 never
+  // reads C). A, B, C: device, with leading dimensions lda, ldb, ldc in elements. Adapter matrices
+  // reach it through resident().
+  virtual void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) = 0;
+};
+
+// The CPU backend, shared by every caller (it holds no per-call state: each op's scratch is the
+// calling thread's, so row shards may call it from several threads at once).
+Backend& cpu();
+
+// The backend for `d`: the CPU one, or the GPU backend of this build for device d.index, created
+// on first use and kept for the life of the process. BadInput when this build has no GPU backend
+// (naming how to build one) or the device does not exist.
+Backend& for_device(const Device& d);
+
+// Whether this build has a GPU backend compiled in, and its name ("cuda", "hip") or "".
+bool gpu_compiled();
+const char* gpu_backend_name();
+
+}  // namespace medtune::backend

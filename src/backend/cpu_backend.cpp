@@ -1,0 +1,127 @@
+// The CPU backend: each op is the fp32 CPU op of src/ops/ (threads, OpenBLAS, dequantizing tiles)
+// or an OpenBLAS call, so code written against backend.h computes on the CPU exactly what it did
+// when it called those functions directly. Memory is host memory; weights are read in place.
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "core/quant.h"
+#include "ops/backward.h"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace medtune::backend {
+
+namespace {
+
+// 64-byte alignment: a cache line, and what AVX-512 loads prefer.
+constexpr size_t kAlign = 64;
+
+CBLAS_TRANSPOSE blas_trans(Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; }
+
+int blas_int(int64_t v, const char* what) {
+  if (v < 0 || v > INT32_MAX) throw Internal(std::string("cpu gemm: ") + what + " does not fit OpenBLAS's int");
+  return static_cast<int>(v);
+}
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return {}; }
+
+  std::string describe() const override {
+    int threads = 1;
+#if defined(_OPENMP)
+    threads = omp_get_max_threads();
+#endif
+    return "cpu (fp32, OpenBLAS, " + std::to_string(threads) + " threads)";
+  }
+
+  void* allocate(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+    void* p = std::aligned_alloc(kAlign, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
+  }
+  void deallocate(void* p) override { std::free(p); }
+  void to_device(void* dst, const void* host, size_t bytes) override { copy(dst, host, bytes); }
+  void to_host(void* host, const void* src, size_t bytes) override { copy(host, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0 && dst != src) std::memmove(dst, src, bytes);
+  }
+  void zero(void* dst, size_t bytes) override {
+    if (bytes > 0) std::memset(dst, 0, bytes);
+  }
+  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
+                 int64_t cols) override {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(cols) * sizeof(float));
+  }
+  void synchronize() override {}
+
+  const void* resident(const void* host, size_t) override { return host; }
+  void forget(const void*) override {}
+  int64_t resident_bytes() const override { return 0; }
+
+  void embedding(float* x, const ops::StoredMatrix& table, const int32_t* ids, int64_t N) override {
+    for (int64_t n = 0; n < N; ++n) dequantize_row(table.dtype, table.row(ids[n]), x + n * table.cols, table.cols);
+  }
+  void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
+                       float eps) override {
+    ops::rmsnorm_forward(y, rstd, x, w, N, C, eps);
+  }
+  void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD) override {
+    ops::rope_forward(x, cos, sin, N, H, HD);
+  }
+  void swiglu_forward(float* h, const float* gate, const float* up, int64_t n) override {
+    ops::swiglu_forward(h, gate, up, n);
+  }
+  void add_inplace(float* y, const float* x, int64_t n) override { ops::add_inplace(y, x, n); }
+  void attention_forward(float* out, const float* q, const float* k, const float* v,
+                         const uint8_t* key_valid, const int64_t* seg_start,
+                         const ops::AttentionShape& s) override {
+    ops::attention_forward(out, q, k, v, key_valid, seg_start, s);
+  }
+  void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
+                      int64_t N) override {
+    ops::linear_forward(y, x, w, bias, N);
+  }
+  void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
+                             bool accumulate) override {
+    ops::linear_backward_input(dx, dy, w, N, accumulate);
+  }
+  void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
+    ops::undo_gguf_qk_permutation(x, N, H, HD);
+  }
+  void gather_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
+    for (int64_t i = 0; i < M; ++i)
+      if (dst + i * C != src + rows[i] * C)
+        std::memmove(dst + i * C, src + rows[i] * C, static_cast<size_t>(C) * sizeof(float));
+  }
+  void scatter_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
+    for (int64_t i = 0; i < M; ++i)
+      std::memcpy(dst + rows[i] * C, src + i * C, static_cast<size_t>(C) * sizeof(float));
+  }
+  void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) override {
+    cblas_sgemm(CblasRowMajor, blas_trans(ta), blas_trans(tb), blas_int(M, "M"), blas_int(N, "N"),
+                blas_int(K, "K"), alpha, A, blas_int(lda, "lda"), B, blas_int(ldb, "ldb"), beta, C,
+                blas_int(ldc, "ldc"));
+  }
+};
+
+}  // namespace
+
+Backend& cpu() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace medtune::backend

@@ -1,0 +1,26 @@
+#include "backend/device.h"
+
+#include <charconv>
+
+#include "core/error.h"
+
+namespace medtune::backend {
+
+std::string Device::str() const {
+  return is_cpu() ? "cpu" : "gpu:" + std::to_string(index);
+}
+
+Device parse_device(const std::string& s, const std::string& what) {
+  if (s == "cpu") return {};
+  if (s == "gpu") return {DeviceKind::kGpu, 0};
+  if (s.rfind("gpu:", 0) == 0 && s.size() > 4) {
+    int index = -1;
+    const char* first = s.data() + 4;
+    const char* last = s.data() + s.size();
+    const auto [end, ec] = std::from_chars(first, last, index);
+    if (ec == std::errc() && end == last && index >= 0) return {DeviceKind::kGpu, index};
+  }
+  throw BadInput(what + ": '" + s + "' is not a device; use cpu, gpu or gpu:N (N = 0, 1, ...)");
+}
+
+}  // namespace medtune::backend

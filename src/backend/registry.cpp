@@ -1,0 +1,48 @@
+// Backend instances by device: one per device for the life of the process (a GPU backend holds
+// the resident weights, its stream and BLAS handle; creating one per command would re-upload).
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+#if defined(MEDTUNE_WITH_GPU)
+#include "backend/gpu_factory.h"
+#endif
+
+namespace medtune::backend {
+
+bool gpu_compiled() {
+#if defined(MEDTUNE_WITH_GPU)
+  return true;
+#else
+  return false;
+#endif
+}
+
+const char* gpu_backend_name() {
+#if defined(MEDTUNE_WITH_GPU)
+  return gpu_toolkit_name();
+#else
+  return "";
+#endif
+}
+
+Backend& for_device(const Device& d) {
+  if (d.is_cpu()) return cpu();
+#if defined(MEDTUNE_WITH_GPU)
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<Backend>> gpus;
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Backend>& slot = gpus[d.index];
+  if (!slot) slot = make_gpu_backend(d.index);
+  return *slot;
+#else
+  throw BadInput("device " + d.str() +
+                 ": this medtune was built without a GPU backend; configure with -DMEDTUNE_GPU=cuda "
+                 "(NVIDIA) or -DMEDTUNE_GPU=hip (AMD), see docs/gpu.md, or use --device cpu");
+#endif
+}
+
+}  // namespace medtune::backend

@@ -1,0 +1,217 @@
+// A backend that behaves like a device with its own memory, computed by the CPU backend: what
+// checks, on a machine without a GPU, that the model code keeps to the backend's memory rules
+// (backend/backend.h) as the GPU backend needs them.
+//  - Its memory is separate: allocate() hands out fresh host blocks, poisoned with NaN bytes
+//    (a read of anything never written shows up as NaN in the outputs), and every op checks that
+//    each activation pointer lies inside one of its live blocks, and each weight pointer outside
+//    them (weights are passed as host storage).
+//  - Weights reach the ops only through resident(): it copies them into its own memory, as a GPU
+//    upload does, and the ops compute on that copy, so a weight read around resident() would read
+//    the host copy and a stale one after forget() would be caught by the address checks.
+// Any violation throws std::logic_error naming the op and the argument.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace medtune::testing {
+
+class SimulatedDevice final : public backend::Backend {
+ public:
+  ~SimulatedDevice() override {
+    for (auto& [host, copy] : resident_) std::free(copy.p);
+  }
+  backend::Device device() const override { return {backend::DeviceKind::kGpu, 7}; }
+  std::string describe() const override { return "simulated device (CPU arithmetic)"; }
+
+  void* allocate(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    void* p = std::malloc(bytes);
+    std::memset(p, 0xFF, bytes);  // NaN in every float
+    blocks_[reinterpret_cast<uintptr_t>(p)] = bytes;
+    ++allocations_;
+    return p;
+  }
+  void deallocate(void* p) override {
+    if (p == nullptr) return;
+    if (blocks_.erase(reinterpret_cast<uintptr_t>(p)) != 1) fail("deallocate", "a pointer it did not allocate");
+    std::free(p);
+  }
+  void to_device(void* dst, const void* host, size_t bytes) override {
+    dev("to_device", "dst", dst, bytes);
+    host_only("to_device", "host", host);
+    cpu().copy(dst, host, bytes);
+  }
+  void to_host(void* host, const void* src, size_t bytes) override {
+    dev("to_host", "src", src, bytes);
+    host_only("to_host", "host", host);
+    cpu().copy(host, src, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    dev("copy", "dst", dst, bytes);
+    dev("copy", "src", src, bytes);
+    cpu().copy(dst, src, bytes);
+  }
+  void zero(void* dst, size_t bytes) override {
+    dev("zero", "dst", dst, bytes);
+    cpu().zero(dst, bytes);
+  }
+  void copy_rows(float* dst, int64_t ds, const float* src, int64_t ss, int64_t rows, int64_t cols) override {
+    if (rows == 0) return;
+    dev("copy_rows", "dst", dst, f((rows - 1) * ds + cols));
+    dev("copy_rows", "src", src, f((rows - 1) * ss + cols));
+    cpu().copy_rows(dst, ds, src, ss, rows, cols);
+  }
+  void synchronize() override {}
+
+  const void* resident(const void* host, size_t bytes) override {
+    host_only("resident", "host", host);
+    auto it = resident_.find(host);
+    if (it != resident_.end() && it->second.bytes == bytes) return it->second.p;
+    if (it != resident_.end()) forget(host);
+    void* p = allocate(bytes);
+    std::memcpy(p, host, bytes);
+    resident_[host] = {p, bytes};
+    return p;
+  }
+  void forget(const void* host) override {
+    const auto it = resident_.find(host);
+    if (it == resident_.end()) return;
+    deallocate(it->second.p);
+    resident_.erase(it);
+  }
+  int64_t resident_bytes() const override {
+    int64_t n = 0;
+    for (const auto& [host, copy] : resident_) n += static_cast<int64_t>(copy.bytes);
+    return n;
+  }
+
+  void embedding(float* x, const ops::StoredMatrix& table, const int32_t* ids, int64_t N) override {
+    dev("embedding", "x", x, f(N * table.cols));
+    host_only("embedding", "ids", ids);
+    cpu().embedding(x, on_device(table), ids, N);
+  }
+  void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
+                       float eps) override {
+    dev("rmsnorm_forward", "y", y, f(N * C));
+    if (rstd != nullptr) dev("rmsnorm_forward", "rstd", rstd, f(N));
+    dev("rmsnorm_forward", "x", x, f(N * C));
+    cpu().rmsnorm_forward(y, rstd, x, vec(w, C), N, C, eps);
+  }
+  void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD) override {
+    dev("rope_forward", "x", x, f(N * H * HD));
+    dev("rope_forward", "cos", cos, f(N * HD / 2));
+    dev("rope_forward", "sin", sin, f(N * HD / 2));
+    cpu().rope_forward(x, cos, sin, N, H, HD);
+  }
+  void swiglu_forward(float* h, const float* gate, const float* up, int64_t n) override {
+    dev("swiglu_forward", "h", h, f(n));
+    dev("swiglu_forward", "gate", gate, f(n));
+    dev("swiglu_forward", "up", up, f(n));
+    cpu().swiglu_forward(h, gate, up, n);
+  }
+  void add_inplace(float* y, const float* x, int64_t n) override {
+    dev("add_inplace", "y", y, f(n));
+    dev("add_inplace", "x", x, f(n));
+    cpu().add_inplace(y, x, n);
+  }
+  void attention_forward(float* out, const float* q, const float* k, const float* v,
+                         const uint8_t* key_valid, const int64_t* seg_start,
+                         const ops::AttentionShape& s) override {
+    dev("attention_forward", "out", out, f(s.B * s.T * s.NH * s.HD));
+    dev("attention_forward", "q", q, f(s.B * s.T * s.NH * s.HD));
+    dev("attention_forward", "k", k, f(s.B * s.Smax * s.NKV * s.HD));
+    dev("attention_forward", "v", v, f(s.B * s.Smax * s.NKV * s.HD));
+    if (key_valid != nullptr) dev("attention_forward", "key_valid", key_valid, static_cast<size_t>(s.B * s.Smax));
+    if (seg_start != nullptr) dev("attention_forward", "seg_start", seg_start, static_cast<size_t>(s.B * s.T) * 8);
+    cpu().attention_forward(out, q, k, v, key_valid, seg_start, s);
+  }
+  void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
+                      int64_t N) override {
+    dev("linear_forward", "y", y, f(N * w.rows));
+    dev("linear_forward", "x", x, f(N * w.cols));
+    cpu().linear_forward(y, x, on_device(w), bias != nullptr ? vec(bias, w.rows) : nullptr, N);
+  }
+  void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
+                             bool accumulate) override {
+    dev("linear_backward_input", "dx", dx, f(N * w.cols));
+    dev("linear_backward_input", "dy", dy, f(N * w.rows));
+    cpu().linear_backward_input(dx, dy, on_device(w), N, accumulate);
+  }
+  void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
+    dev("undo_gguf_qk_permutation", "x", x, f(N * H * HD));
+    cpu().undo_gguf_qk_permutation(x, N, H, HD);
+  }
+  void gather_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
+    host_only("gather_rows", "rows", rows);
+    dev("gather_rows", "dst", dst, f(M * C));
+    for (int64_t i = 0; i < M; ++i) dev("gather_rows", "src row", src + rows[i] * C, f(C));
+    cpu().gather_rows(dst, src, rows, M, C);
+  }
+  void scatter_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
+    host_only("scatter_rows", "rows", rows);
+    dev("scatter_rows", "src", src, f(M * C));
+    for (int64_t i = 0; i < M; ++i) dev("scatter_rows", "dst row", dst + rows[i] * C, f(C));
+    cpu().scatter_rows(dst, src, rows, M, C);
+  }
+  void gemm(backend::Trans ta, backend::Trans tb, int64_t M, int64_t N, int64_t K, float alpha,
+            const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+            int64_t ldc) override {
+    // Row-major extents: op(A) is (M, K), so A is (M, lda) or (K, lda) when transposed.
+    const int64_t a_rows = ta == backend::Trans::kYes ? K : M;
+    const int64_t b_rows = tb == backend::Trans::kYes ? N : K;
+    const int64_t a_cols = ta == backend::Trans::kYes ? M : K;
+    const int64_t b_cols = tb == backend::Trans::kYes ? K : N;
+    dev("gemm", "A", A, f((a_rows - 1) * lda + a_cols));
+    dev("gemm", "B", B, f((b_rows - 1) * ldb + b_cols));
+    dev("gemm", "C", C, f((M - 1) * ldc + N));
+    cpu().gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+
+  int64_t live_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+  int64_t allocations() const { return allocations_; }
+
+ private:
+  struct Copy {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  static backend::Backend& cpu() { return backend::cpu(); }
+  static size_t f(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
+  [[noreturn]] static void fail(const std::string& op, const std::string& what) {
+    throw std::logic_error("simulated device: " + op + ": " + what);
+  }
+  bool inside(const void* p, size_t bytes) const {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    auto it = blocks_.upper_bound(a);
+    if (it == blocks_.begin()) return false;
+    --it;
+    return a >= it->first && a + bytes <= it->first + it->second;
+  }
+  void dev(const char* op, const char* arg, const void* p, size_t bytes) const {
+    if (!inside(p, bytes))
+      fail(op, std::string(arg) + " is not device memory of this backend (or overruns its block)");
+  }
+  void host_only(const char* op, const char* arg, const void* p) const {
+    if (inside(p, 1)) fail(op, std::string(arg) + " must be host memory, got device memory");
+  }
+  const float* vec(const float* host, int64_t n) {
+    return static_cast<const float*>(resident(host, f(n)));
+  }
+  ops::StoredMatrix on_device(ops::StoredMatrix w) {
+    w.data = static_cast<const uint8_t*>(resident(w.data, static_cast<size_t>(w.rows * w.row_bytes())));
+    return w;
+  }
+
+  std::map<uintptr_t, size_t> blocks_;  // live allocations: address -> bytes
+  std::map<const void*, Copy> resident_;
+  int64_t allocations_ = 0;
+};
+
+}  // namespace medtune::testing

@@ -1,0 +1,173 @@
+// The backend layer: device names, the registry, and the model's forward pass, scorer and
+// generation run on a backend with memory of its own (simulated_device.h), checked against the CPU
+// backend. The simulated device computes with the same CPU ops on copies of the data, so its
+// outputs must equal the CPU backend's bit for bit: any difference means the model read memory it
+// never wrote (NaN-poisoned), or weights that were not made resident.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/array.h"
+#include "backend/backend.h"
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/peft_adapter.h"
+#include "model/generate.h"
+#include "model/llama.h"
+#include "model/lora_peft.h"
+#include "model/train_step.h"
+#include "unit/model/simulated_device.h"
+
+namespace medtune {
+namespace {
+
+const std::string kFixtures = MEDTUNE_SOURCE_DIR "/tests/fixtures/hf/";
+const std::string kPeft = MEDTUNE_SOURCE_DIR "/tests/fixtures/peft/layers_to_transform";
+
+// One for the process: layer scratch is kept per thread between calls (model/layer.cpp) and
+// released on the backend that allocated it, which must outlive it, as a GPU backend does.
+testing::SimulatedDevice& device() {
+  static testing::SimulatedDevice d;
+  return d;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Device, ParsesTheAcceptedFormsAndNamesTheOthers) {
+  EXPECT_TRUE(backend::parse_device("cpu", "--device").is_cpu());
+  EXPECT_EQ(backend::parse_device("gpu", "--device"), (backend::Device{backend::DeviceKind::kGpu, 0}));
+  EXPECT_EQ(backend::parse_device("gpu:3", "--device"), (backend::Device{backend::DeviceKind::kGpu, 3}));
+  EXPECT_EQ(backend::parse_device("gpu:3", "--device").str(), "gpu:3");
+  for (const char* bad : {"", "GPU", "gpu:", "gpu:-1", "gpu:1x", "cuda", "gpu:99999999999"}) {
+    try {
+      backend::parse_device(bad, "--device");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find("--device: '" + std::string(bad) + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cpu, gpu or gpu:N"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Device, RegistryGivesTheCpuAndExplainsAMissingGpuBackend) {
+  EXPECT_EQ(&backend::for_device({}), &backend::cpu());
+  if (backend::gpu_compiled()) GTEST_SKIP() << "this build has a GPU backend";
+  try {
+    backend::for_device({backend::DeviceKind::kGpu, 0});
+    ADD_FAILURE() << "a CPU-only build returned a GPU backend";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("-DMEDTUNE_GPU=cuda"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Array, ReusesItsBlockAndMovesOwnership) {
+  testing::SimulatedDevice& d = device();
+  const int64_t live = d.live_blocks();
+  {
+    backend::Array<float> a(d, 100);
+    float* p = a.data();
+    a.fit(d, 60);  // smaller: same block
+    EXPECT_EQ(a.data(), p);
+    EXPECT_EQ(a.size(), 60u);
+    backend::Array<float> b = std::move(a);
+    EXPECT_EQ(b.data(), p);
+    EXPECT_EQ(a.data(), nullptr);
+    EXPECT_EQ(d.live_blocks(), live + 1);
+    std::vector<float> host{1, 2, 3};
+    b.upload(d, host);
+    EXPECT_EQ(b.download(), host);
+  }
+  EXPECT_EQ(d.live_blocks(), live);  // freed
+}
+
+// Logits of every position, and of a few rows, on the CPU and on the simulated device.
+void expect_same_forward(const std::string& fixture, model::WeightQuant quant = model::WeightQuant::kNone) {
+  SCOPED_TRACE(fixture);
+  model::LlamaModel cpu_model(io::open_checkpoint(fixture), quant);
+  model::LlamaModel dev_model(io::open_checkpoint(fixture), quant, device());
+  EXPECT_GT(device().resident_bytes(), 0) << "the weights were made resident at load";
+  const model::Batch batch{2, 5, {3, 17, 5, 42, 9, 1, 30, 2, 8, 11}, {0, 1, 1, 1, 1, 1, 1, 1, 1, 1}};
+  const auto want = cpu_model.logits(batch);
+  const auto got = dev_model.logits(batch);
+  EXPECT_TRUE(same_bits(got, want));
+
+  // Incremental decoding with a cache on the device, and a subset of rows (the last layer's
+  // row-local part then runs on those rows only: gather and scatter).
+  model::KvCache cc = cpu_model.make_cache(2, 7), dc = dev_model.make_cache(2, 7);
+  std::vector<float> lc, ld;
+  cpu_model.forward(batch, cc, lc, {9, 3, 4});
+  dev_model.forward(batch, dc, ld, {9, 3, 4});
+  EXPECT_TRUE(same_bits(ld, lc));
+  const model::Batch next{2, 2, {4, 5, 6, 7}, {}};
+  cpu_model.forward(next, cc, lc);
+  dev_model.forward(next, dc, ld);
+  EXPECT_TRUE(same_bits(ld, lc));
+}
+
+TEST(SimulatedDevice, ForwardEqualsTheCpuBackendOnEveryArchitectureFixture) {
+  const int64_t live = device().live_blocks();
+  for (const char* f : {"llama_gqa", "llama_attn_bias", "llama_headdim", "llama_mha_odd", "llama_tied",
+                        "llama3_rope", "mistral", "qwen2_bias"})
+    expect_same_forward(kFixtures + f + "/base");
+  // QLoRA's NF4 base, quantized at load: the NF4 blocks are what becomes resident.
+  expect_same_forward(MEDTUNE_SOURCE_DIR "/tests/fixtures/nf4/tiny_llama/base", model::WeightQuant::kNf4);
+  // The models are gone: so are their resident weights (only per-thread scratch may remain).
+  EXPECT_EQ(device().resident_bytes(), 0);
+  EXPECT_GE(device().live_blocks(), live);
+}
+
+TEST(SimulatedDevice, AdapterIsReadFromItsResidentCopyAndRefreshedBySetLora) {
+  model::LlamaModel cpu_model(io::open_checkpoint(kPeft + "/base"));
+  model::LlamaModel dev_model(io::open_checkpoint(kPeft + "/base"), model::WeightQuant::kNone, device());
+  auto lora = model::lora_from_peft(io::read_peft_adapter(kPeft + "/adapter"), cpu_model.config(), kPeft + "/adapter");
+  const model::Batch batch{1, 6, {5, 9, 14, 2, 7, 1}, {}};
+  cpu_model.set_lora(&lora);
+  dev_model.set_lora(&lora);
+  const auto base = model::LlamaModel(io::open_checkpoint(kPeft + "/base")).logits(batch);
+  const auto want = cpu_model.logits(batch);
+  ASSERT_FALSE(same_bits(want, base)) << "the adapter must change the logits for this test to mean anything";
+  EXPECT_TRUE(same_bits(dev_model.logits(batch), want));
+
+  // Changed on the host: the device keeps its copy until set_lora says so, as documented.
+  for (auto& layer : lora.layers)
+    for (auto& l : layer)
+      for (float& b : l.B) b *= 2.0f;
+  const auto want2 = cpu_model.logits(batch);
+  dev_model.set_lora(&lora);
+  EXPECT_TRUE(same_bits(dev_model.logits(batch), want2));
+  dev_model.set_lora(nullptr);
+  cpu_model.set_lora(nullptr);
+}
+
+TEST(SimulatedDevice, GreedyGenerationEqualsTheCpuBackend) {
+  model::LlamaModel cpu_model(io::open_checkpoint(kFixtures + "llama_gqa/base"));
+  model::LlamaModel dev_model(io::open_checkpoint(kFixtures + "llama_gqa/base"), model::WeightQuant::kNone, device());
+  model::GenerateOptions opt;
+  opt.max_new_tokens = 8;
+  const std::vector<int32_t> prompt{3, 17, 5};
+  EXPECT_EQ(model::generate(dev_model, prompt, opt), model::generate(cpu_model, prompt, opt));
+}
+
+TEST(SimulatedDevice, TrainingOnADeviceIsRefusedByName) {
+  model::LlamaModel dev_model(io::open_checkpoint(kFixtures + "llama_gqa/base"), model::WeightQuant::kNone, device());
+  model::TrainBatch b;
+  b.B = 1;
+  b.T = 3;
+  b.ids = {1, 2, 3};
+  b.targets = {2, 3, -100};
+  try {
+    model::forward_loss(dev_model, b);
+    ADD_FAILURE() << "trained on a device the training path does not support yet";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu:7"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace medtune
