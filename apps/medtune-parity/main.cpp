@@ -1,22 +1,47 @@
-// medtune-parity FIXTURE_DIR...: compares medtune with the Hugging Face reference fixtures
-// written by tools/make_reference.py and prints one JSON object per fixture.
+// medtune-parity [--device cpu|gpu|gpu:N] FIXTURE_DIR...: compares medtune with the Hugging Face
+// reference fixtures written by tools/make_reference.py and prints one JSON object per fixture.
 // Exit: 0 all implemented checks pass, 1 a check fails, 2 bad input.
 #include <iostream>
 #include <string>
+#include <vector>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "train/parity.h"
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::cerr << "usage: medtune-parity FIXTURE_DIR [FIXTURE_DIR...]\n"
-                 "  FIXTURE_DIR as written by tools/make_reference.py (base/, reference.safetensors, meta.json)\n";
+    std::cerr << "usage: medtune-parity [--device cpu|gpu|gpu:N] FIXTURE_DIR [FIXTURE_DIR...]\n"
+                 "  FIXTURE_DIR as written by tools/make_reference.py (base/, reference.safetensors, meta.json)\n"
+                 "  --device: where the forward checks run (default cpu)\n";
     return argc < 2 ? 2 : 0;
   }
-  bool all_ok = true;
+  std::string device = "cpu";
+  std::vector<std::string> dirs;
   for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--device" && i + 1 < argc) device = argv[++i];
+    else if (a.rfind("--device=", 0) == 0) device = a.substr(9);
+    else if (a.rfind("--", 0) == 0) {
+      std::cerr << "medtune-parity: unknown option " << a << " (see --help)\n";
+      return 2;
+    } else dirs.push_back(a);
+  }
+  if (dirs.empty()) {
+    std::cerr << "medtune-parity: no FIXTURE_DIR given (see --help)\n";
+    return 2;
+  }
+  medtune::backend::Backend* be = nullptr;
+  try {
+    be = &medtune::backend::for_device(medtune::backend::parse_device(device, "--device"));
+  } catch (const medtune::BadInput& e) {
+    std::cerr << "medtune-parity: " << e.what() << "\n";
+    return 2;
+  }
+  bool all_ok = true;
+  for (const std::string& dir : dirs) {
     try {
-      const auto result = medtune::train::check_parity(argv[i]);
+      const auto result = medtune::train::check_parity(dir, {}, *be);
       std::cout << result.report.dump() << "\n";
       all_ok = all_ok && result.ok;
     } catch (const medtune::BadInput& e) {

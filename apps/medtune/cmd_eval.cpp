@@ -12,6 +12,7 @@
 #include "adapter_loading.h"
 #include "cli_checks.h"
 #include "commands.h"
+#include "backend/backend.h"
 #include "core/error.h"
 #include "eval/compare.h"
 #include "eval/medqa.h"
@@ -34,6 +35,7 @@ namespace {
 
 struct EvalArgs {
   std::string base_quant = "none";  // --base-quant: see model::WeightQuant
+  std::string device = "cpu";       // --device: backend::parse_device
   std::string model, data, adapter, out = "runs/eval", format = "lm_eval", scoring = "letter";
   std::string system_prompt = eval::kDefaultSystemPrompt, prompt_template, fewshot_pool;
   int fewshot = 0;
@@ -64,6 +66,7 @@ void run_eval(const EvalArgs& a) {
   // Where the report goes is checked before minutes of scoring, not after (and created only
   // when there is a report to write).
   io::check_output_dir(a.out, "--out");
+  backend::Backend& be = backend::for_device(backend::parse_device(a.device, "--device"));
   const auto t0 = std::chrono::steady_clock::now();
   eval::McqSet set = eval::read_mcq_jsonl(a.data, a.skip_invalid);
   if (a.limit > 0 && static_cast<int64_t>(set.items.size()) > a.limit) set.items.resize(static_cast<size_t>(a.limit));
@@ -88,7 +91,7 @@ void run_eval(const EvalArgs& a) {
   }
   eval::PromptRenderer prompts(popt, *tok, std::move(chat));
   prompts.draw_fewshot(set);
-  model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(a.base_quant, "--base-quant"));
+  model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(a.base_quant, "--base-quant"), be);
   const auto lora = attach_adapter(model, a.adapter);
   const eval::Scoring scoring = eval::parse_scoring(a.scoring);
 
@@ -131,7 +134,8 @@ void run_eval(const EvalArgs& a) {
   }
   prov["scoring"] = a.scoring;
   prov["medtune_version"] = MEDTUNE_VERSION;
-  prov["backend"] = "cpu";
+  prov["device"] = be.device().str();
+  prov["backend"] = be.describe();
   prov["threads"] = omp_get_max_threads();
   prov["seconds"] = seconds;
   prov["questions_per_second"] = static_cast<double>(results.size()) / seconds;
@@ -168,6 +172,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--adapter", a->adapter, "PEFT LoRA adapter directory to apply");
   cmd->add_option("--base-quant", a->base_quant,
                   "Quantize the base's block linears at load: none | nf4 (bitsandbytes NF4, as QLoRA)")
+      ->capture_default_str();
+  cmd->add_option("--device", a->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "Directory for report.json, report.html, predictions.jsonl")->capture_default_str();
   cmd->add_option("--format", a->format, "Prompt format: lm_eval | chat | custom")->capture_default_str();

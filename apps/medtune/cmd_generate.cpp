@@ -1,5 +1,5 @@
 // medtune generate MODEL -p TEXT [--chat] [--system S] [--adapter DIR] [-n N] [--temperature T] [--top-k K]
-//                  [--top-p P] [--seed S]
+//                  [--top-p P] [--seed S] [--device cpu|gpu|gpu:N]
 // Streams the answer to stdout as it is produced, never splitting a UTF-8 character.
 #include <iostream>
 #include <memory>
@@ -7,6 +7,7 @@
 #include "adapter_loading.h"
 #include "cli_checks.h"
 #include "commands.h"
+#include "backend/backend.h"
 #include "core/error.h"
 #include "model/generate.h"
 #include "model/llama.h"
@@ -22,6 +23,7 @@ void add_generate_command(CLI::App& app) {
   struct Args {
     std::string model, prompt, system, adapter;
     std::string base_quant = "none";  // --base-quant: see model::WeightQuant
+    std::string device = "cpu";       // --device: backend::parse_device
     bool chat = false, check_tensors = false;
     int64_t max_new_tokens = 128, ctx_size = 0;
     model::SamplingParams sampling;
@@ -36,6 +38,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--base-quant", args->base_quant,
                   "Quantize the base's block linears at load: none | nf4 (bitsandbytes NF4, as QLoRA)")
       ->capture_default_str();
+  cmd->add_option("--device", args->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")
+      ->capture_default_str();
   cmd->add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate at most (capped by the context length)")->check(integer_in(1));
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy (default)")->check(number_in(0, 100));
   cmd->add_option("--top-k", args->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->check(integer_in(0, INT32_MAX));
@@ -47,6 +51,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--check-tensors,!--no-check-tensors", args->check_tensors,
                 "Check every weight for NaN/Inf before generating (reads the whole model once)");
   cmd->callback([args] {
+    const backend::Device device = backend::parse_device(args->device, "--device");
     if (!args->system.empty() && !args->chat)
       throw BadInput("--system is a chat message: it needs --chat (without it the prompt is plain text)");
     for (const auto& [name, text] : {std::pair<const char*, const std::string*>{"--prompt", &args->prompt},
@@ -89,7 +94,8 @@ void add_generate_command(CLI::App& app) {
       }
     }
     if (args->check_tensors) model::check_weights_finite(ckpt);
-    model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"));
+    backend::Backend& be = backend::for_device(device);
+    model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"), be);
     const auto lora = attach_adapter(model, args->adapter);
     model::GenerateOptions opt;
     opt.max_new_tokens = max_new;

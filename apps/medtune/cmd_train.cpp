@@ -14,6 +14,7 @@
 
 #include <omp.h>
 
+#include "backend/backend.h"
 #include "commands.h"
 #include "core/error.h"
 #include "eval/medqa.h"
@@ -121,6 +122,7 @@ void add_train_command(CLI::App& app) {
     bool overwrite_output_dir = false;
     bool check_tensors = true;
     std::string max_runtime;  // overrides max_runtime
+    std::string device;       // overrides device
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Fine-tune a LoRA adapter from an axolotl-style YAML config");
@@ -136,10 +138,14 @@ void add_train_command(CLI::App& app) {
                 "Start fresh even though output_dir holds an earlier run's checkpoints (deletes them)");
   cmd->add_flag("--check-tensors,!--no-check-tensors", args->check_tensors,
                 "Check every base weight for NaN/Inf before training (default: on; one pass over the model)");
+  cmd->add_option("--device", args->device,
+                  "Where to compute: cpu | gpu | gpu:N (the config key device; a GPU build, docs/gpu.md)");
   cmd->add_option("--max-runtime", args->max_runtime,
                   "Save a checkpoint and exit 0 after this long (12h, 90m, 3600s or seconds)");
   cmd->callback([args] {
-    train::TrainConfig cfg = train::load_train_config(args->config, args->overrides);
+    std::vector<std::string> overrides = args->overrides;
+    if (!args->device.empty()) overrides.push_back("device=" + args->device);  // last: wins
+    train::TrainConfig cfg = train::load_train_config(args->config, overrides);
     if (!args->max_runtime.empty()) {
       const auto s = train::parse_duration_s(args->max_runtime);
       if (!s) throw BadInput("--max-runtime: expected " + std::string(train::kDurationMust) + ", got '" + args->max_runtime + "'");
@@ -211,11 +217,15 @@ void add_train_command(CLI::App& app) {
     }
 
     train::refuse_if_too_large(cfg, memory, train::available_memory_bytes());
+    backend::Backend& be = backend::for_device(backend::parse_device(cfg.device, "device"));
+    train::refuse_if_too_large_on_device(cfg, memory, static_cast<double>(be.free_memory()));
     if (args->check_tensors) model::check_weights_finite(ckpt);
     // QLoRA (adapter: qlora / load_in_4bit / base_quant: nf4): the block linears become NF4 here
-    model::LlamaModel model(std::move(ckpt), cfg.base_quant == train::BaseQuant::kNf4
-                                                 ? model::WeightQuant::kNf4
-                                                 : model::WeightQuant::kNone);
+    model::LlamaModel model(std::move(ckpt),
+                            cfg.base_quant == train::BaseQuant::kNf4 ? model::WeightQuant::kNf4
+                                                                     : model::WeightQuant::kNone,
+                            be);
+    if (!be.device().is_cpu()) std::cerr << "device: " << be.describe() << "\n";
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;
     hooks.overwrite_output_dir = args->overwrite_output_dir;

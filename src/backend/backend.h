@@ -58,6 +58,8 @@ class Backend {
   virtual void forget(const void* host) = 0;
   // Bytes this backend holds resident (0 on the CPU, which maps the checkpoint).
   virtual int64_t resident_bytes() const = 0;
+  // Bytes free in the device's own memory now; 0 for the CPU (host memory: see train/memory_plan.h).
+  virtual int64_t free_memory() const = 0;
 
   // ---- ops (semantics, shapes and aliasing as the CPU ops named in each comment)
   // x (N, C) = rows ids[n] of `table` (V, C) in its stored dtype, dequantized. ids: host, checked
@@ -72,8 +74,10 @@ class Backend {
   virtual void swiglu_forward(float* h, const float* gate, const float* up, int64_t n) = 0;
   virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
   // ops::attention_forward; key_valid (B, Smax) and seg_start (B, T): device, or null.
-  virtual void attention_forward(float* out, const float* q, const float* k, const float* v,
-                                 const uint8_t* key_valid, const int64_t* seg_start,
+  // lse (B, T, NH): each query row's logsumexp, kept for attention_backward, or null. Backends
+  // whose backward recomputes the softmax (the CPU) leave it unwritten.
+  virtual void attention_forward(float* out, float* lse, const float* q, const float* k,
+                                 const float* v, const uint8_t* key_valid, const int64_t* seg_start,
                                  const ops::AttentionShape& s) = 0;
   // ops::linear_forward: y (N, rows) = x (N, cols) . W^T + bias; W and bias: host.
   virtual void linear_forward(float* y, const float* x, const ops::StoredMatrix& w,
@@ -81,13 +85,36 @@ class Backend {
   // ops::linear_backward_input: dx (N, cols) (+)= dy (N, rows) . W; W: host.
   virtual void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w,
                                      int64_t N, bool accumulate) = 0;
-  // model::undo_gguf_qk_permutation, in place: x (N, H, HD).
+  // ops::undo_gguf_qk_permutation / its inverse, in place: x (N, H, HD).
   virtual void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) = 0;
+  virtual void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) = 0;
   // dst (M, C): dst[i] = src[rows[i]]; rows: host (M), in [0, rows of src). dst may be src only
   // to compact rows in place, with rows ascending (rows[i] >= i).
   virtual void gather_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) = 0;
   // dst[rows[i]] = src[i] for i < M; rows: host (M), distinct; dst and src do not overlap.
   virtual void scatter_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) = 0;
+  // ---- backward ops (ops/backward.h; base weights frozen, so no weight gradients here)
+  // ops::rmsnorm_backward with dw = null; w: host (C).
+  virtual void rmsnorm_backward(float* dx, const float* dy, const float* x, const float* w,
+                                const float* rstd, int64_t N, int64_t C) = 0;
+  virtual void rope_backward(float* dx, const float* cos, const float* sin, int64_t N, int64_t H,
+                             int64_t HD) = 0;
+  virtual void swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate,
+                               const float* up, int64_t n) = 0;
+  // ops::attention_backward (training: past = 0). out and lse: the forward's output and logsumexp
+  // (attention_forward), which a backend may use instead of recomputing the softmax statistics.
+  virtual void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                                  const float* lse, const float* q, const float* k, const float* v,
+                                  const uint8_t* key_valid, const int64_t* seg_start,
+                                  const ops::AttentionShape& s) = 0;
+  // ops::cross_entropy_loss_backward / ops::cross_entropy_sum over logits (N, V) on this backend;
+  // targets: host (N), -100 (any negative) = ignored. The sums come back to the host.
+  virtual ops::LossSum cross_entropy_loss_backward(float* dlogits, const float* logits,
+                                                   const int64_t* targets, int64_t N, int64_t V,
+                                                   float scale) = 0;
+  virtual ops::LossSum cross_entropy_sum(const float* logits, const int64_t* targets, int64_t N,
+                                         int64_t V) = 0;
+
   // C (M, N) = alpha op(A) op(B) + beta C, row-major fp32 (cblas_sgemm's contract: beta = 0 never
   // reads C). A, B, C: device, with leading dimensions lda, ldb, ldc in elements. Adapter matrices
   // reach it through resident().

@@ -69,6 +69,7 @@ class CpuBackend final : public Backend {
   const void* resident(const void* host, size_t) override { return host; }
   void forget(const void*) override {}
   int64_t resident_bytes() const override { return 0; }
+  int64_t free_memory() const override { return 0; }
 
   void embedding(float* x, const ops::StoredMatrix& table, const int32_t* ids, int64_t N) override {
     for (int64_t n = 0; n < N; ++n) dequantize_row(table.dtype, table.row(ids[n]), x + n * table.cols, table.cols);
@@ -84,9 +85,9 @@ class CpuBackend final : public Backend {
     ops::swiglu_forward(h, gate, up, n);
   }
   void add_inplace(float* y, const float* x, int64_t n) override { ops::add_inplace(y, x, n); }
-  void attention_forward(float* out, const float* q, const float* k, const float* v,
-                         const uint8_t* key_valid, const int64_t* seg_start,
-                         const ops::AttentionShape& s) override {
+  void attention_forward(float* out, float* /*lse: the CPU backward recomputes it*/, const float* q,
+                         const float* k, const float* v, const uint8_t* key_valid,
+                         const int64_t* seg_start, const ops::AttentionShape& s) override {
     ops::attention_forward(out, q, k, v, key_valid, seg_start, s);
   }
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
@@ -99,6 +100,33 @@ class CpuBackend final : public Backend {
   }
   void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
     ops::undo_gguf_qk_permutation(x, N, H, HD);
+  }
+  void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
+    ops::redo_gguf_qk_permutation(x, N, H, HD);
+  }
+  void rmsnorm_backward(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
+                        int64_t N, int64_t C) override {
+    ops::rmsnorm_backward(dx, nullptr, dy, x, w, rstd, N, C);
+  }
+  void rope_backward(float* dx, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD) override {
+    ops::rope_backward(dx, cos, sin, N, H, HD);
+  }
+  void swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up,
+                       int64_t n) override {
+    ops::swiglu_backward(dgate, dup, dh, gate, up, n);
+  }
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* /*out*/,
+                          const float* /*lse*/, const float* q, const float* k, const float* v,
+                          const uint8_t* key_valid, const int64_t* seg_start,
+                          const ops::AttentionShape& s) override {
+    ops::attention_backward(dq, dk, dv, dout, q, k, v, key_valid, seg_start, s);
+  }
+  ops::LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const int64_t* targets,
+                                           int64_t N, int64_t V, float scale) override {
+    return ops::cross_entropy_loss_backward(dlogits, logits, targets, N, V, scale);
+  }
+  ops::LossSum cross_entropy_sum(const float* logits, const int64_t* targets, int64_t N, int64_t V) override {
+    return ops::cross_entropy_sum(logits, targets, N, V);
   }
   void gather_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
     for (int64_t i = 0; i < M; ++i)

@@ -14,19 +14,6 @@ namespace medtune::model {
 
 namespace {
 
-// Inverse of undo_gguf_qk_permutation: Hugging Face order back into GGUF order, so the
-// gradient of a permuted output reaches the stored (permuted) rows.
-void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) {
-  const int64_t half = HD / 2;
-  std::vector<float> tmp(static_cast<size_t>(HD));
-  for (int64_t nh = 0; nh < N * H; ++nh) {
-    float* head = x + nh * HD;
-    for (int64_t i = 0; i < half; ++i)
-      for (int64_t j = 0; j < 2; ++j) tmp[static_cast<size_t>(2 * i + j)] = head[j * half + i];
-    std::memcpy(head, tmp.data(), static_cast<size_t>(HD) * sizeof(float));
-  }
-}
-
 const float* bias_or_null(const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); }
 
 // The layer's temporaries (~30 MB per layer for the backward at 4 x 256 tokens), kept from one
@@ -75,11 +62,13 @@ void LayerActs::resize(backend::Backend& be, const ModelConfig& c, int64_t N, co
     const int64_t r = lora != nullptr ? lora->at(layer, static_cast<Proj>(p)).r : 0;
     fit(lora_u[static_cast<size_t>(p)], n(r));
   }
+  // The attention's logsumexp, for backends whose attention backward reads it (not the CPU's).
+  fit(lse, be.device().is_cpu() ? 0 : n(c.num_attention_heads));
 }
 
 int64_t LayerActs::bytes() const {
   int64_t n = 0;
-  for (const Buf* b : {&x_in, &n1, &rstd1, &q, &att, &x_mid, &n2, &rstd2, &gate, &up, &h})
+  for (const Buf* b : {&x_in, &n1, &rstd1, &q, &att, &x_mid, &n2, &rstd2, &gate, &up, &h, &lse})
     n += static_cast<int64_t>(b->bytes());
   for (const Buf& u : lora_u) n += static_cast<int64_t>(u.bytes());
   return n;
@@ -107,6 +96,14 @@ const LoraLinear* LayerCall::lora_at(Proj p) const {
   return lora != nullptr ? &lora->at(layer, p) : nullptr;
 }
 LoraLinear* LayerCall::lora_at(Proj p) { return lora != nullptr ? &lora->at(layer, p) : nullptr; }
+
+LoraGrad LayerCall::grad_at(Proj p) const {
+  if (lora == nullptr) return {};
+  if (grads != nullptr) return (*grads)[static_cast<size_t>(layer)][static_cast<size_t>(p)];
+  if (!be.device().is_cpu())
+    throw Internal("layer_backward on " + be.device().str() + " needs gradient buffers on that device (LayerCall::grads)");
+  return host_grads(lora->at(layer, p));
+}
 
 namespace {
 // out_rows as a pointer for the row-local part (null = all rows), checked: ascending, in [0, N).
@@ -172,8 +169,8 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
     be.copy_rows(call.k_cache + (b * s.Smax + s.past) * KVD, KVD, k + b * s.T * KVD, KVD, s.T, KVD);
     be.copy_rows(call.v_cache + (b * s.Smax + s.past) * KVD, KVD, v + b * s.T * KVD, KVD, s.T, KVD);
   }
-  be.attention_forward(a.att.data(), a.q.data(), call.k_cache, call.v_cache, call.key_valid,
-                       call.seg_start, s);
+  be.attention_forward(a.att.data(), a.lse.empty() ? nullptr : a.lse.data(), a.q.data(), call.k_cache,
+                       call.v_cache, call.key_valid, call.seg_start, s);
 
   // Everything below is row-local. With out_rows it runs on those M rows only, packed into the
   // first M rows of att, x_mid, n2, ... (att in place: rows ascend, so rows[i] >= i).
@@ -203,8 +200,6 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
 
 void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   backend::Backend& be = call.be;
-  if (!be.device().is_cpu())
-    throw Internal("layer_backward on device " + be.device().str() + " is not implemented yet (CPU only)");
   const ModelConfig& c = call.config;
   const LayerWeights& w = call.w;
   const ops::AttentionShape& s = call.shape;
@@ -214,6 +209,10 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   const int64_t QD = NH * HD, KVD = NKV * HD;
   const int64_t M = call.rows_after_attention();  // rows of the row-local part (see layer_forward)
   const int64_t* rows = checked_rows(call);
+  // A backend whose attention backward reads the forward's output needs all N rows of it, which
+  // out_rows would have compacted away (the CPU's recomputes what it needs).
+  if (rows != nullptr && !be.device().is_cpu())
+    throw Internal("layer_backward: out_rows is for the CPU backend only");
   const float sc = call.lora != nullptr ? call.lora->scaling : 0.0f;
   int64_t rmax = 0;
   if (call.lora != nullptr)
@@ -222,9 +221,9 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   // Dropout scratch, (N, max(C, F)), used only when dropout is on.
   float* xd = call.dropout(Proj::q).p > 0 ? scratch(be, kXd, N * std::max(C, F)) : nullptr;
   auto u = [&](Proj p) { return a.lora_u[static_cast<size_t>(p)].data(); };
-  auto lora_of = [&](Proj p) { return call.lora != nullptr ? &call.lora->at(call.layer, p) : nullptr; };
   auto back = [&](float* dxp, const float* dy, const float* in, const ops::StoredMatrix& W, Proj p, int64_t m) {
-    project_backward(be, dxp, dy, dy, in, W, lora_of(p), sc, call.dropout(p), u(p), du, xd, m, false);
+    project_backward(be, dxp, dy, dy, in, W, call.lora_at(p), call.grad_at(p), sc, call.dropout(p), u(p),
+                     du, xd, m, false);
   };
   // LoRA parts of the projections that read `in` (m rows), as in layer_forward's lora_add; dxp
   // null: no input gradient.
@@ -233,11 +232,11 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
     std::array<LoraGroupBackward, 3> group{};
     int n = 0;
     for (const auto& [dy, p] : dys) {
-      LoraLinear* l = lora_of(p);
+      const LoraLinear* l = call.lora_at(p);
       if (l == nullptr || !l->enabled()) continue;
       const DropoutSite d = call.dropout(p);
-      if (d.p > 0) lora_backward(be, dxp, dy, in, *l, sc, d, u(p), du, xd, m);
-      else group[static_cast<size_t>(n++)] = {l, dy, u(p)};
+      if (d.p > 0) lora_backward(be, dxp, dy, in, *l, call.grad_at(p), sc, d, u(p), du, xd, m);
+      else group[static_cast<size_t>(n++)] = {l, call.grad_at(p), dy, u(p)};
     }
     if (n > 0) lora_group_backward(be, dxp, group.data(), n, in, sc, m);
   };
@@ -247,22 +246,20 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   float* dxm = dx;
   if (rows != nullptr) {
     dxm = scratch(be, kDxRows, M * C);
-    for (int64_t i = 0; i < M; ++i)
-      std::memcpy(dxm + i * C, dx + rows[i] * C, static_cast<size_t>(C) * sizeof(float));
+    be.gather_rows(dxm, dx, rows, M, C);
   }
   float* dh = scratch(be, kDh, M * F);        // (M, F)
   float* dgate = scratch(be, kDgate, M * F);  // (M, F)
   float* dup = scratch(be, kDup, M * F);      // (M, F)
   back(dh, dxm, a.h.data(), w.down, Proj::down, M);
-  ops::swiglu_backward(dgate, dup, dh, a.gate.data(), a.up.data(), M * F);
+  be.swiglu_backward(dgate, dup, dh, a.gate.data(), a.up.data(), M * F);
   float* dn = scratch(be, kDn, N * C);  // (N, C) gradient of a norm's output (first M rows here)
-  ops::linear_backward_input(dn, dgate, w.gate, M, false);
-  ops::linear_backward_input(dn, dup, w.up, M, true);
+  be.linear_backward_input(dn, dgate, w.gate, M, false);
+  be.linear_backward_input(dn, dup, w.up, M, true);
   lora_back(dn, a.n2.data(), M, {{dgate, Proj::gate}, {dup, Proj::up}});
   float* dnorm_in = scratch(be, kDnormIn, N * C);  // (N, C)
-  ops::rmsnorm_backward(dnorm_in, nullptr, dn, a.x_mid.data(), w.post_attn_norm.data(),
-                        a.rstd2.data(), M, C);
-  ops::add_inplace(dxm, dnorm_in, M * C);  // dxm = dL/dx_mid
+  be.rmsnorm_backward(dnorm_in, dn, a.x_mid.data(), w.post_attn_norm.data(), a.rstd2.data(), M, C);
+  be.add_inplace(dxm, dnorm_in, M * C);  // dxm = dL/dx_mid
 
   // --- attention block
   float* datt = scratch(be, kDatt, N * QD);  // (N, NH, HD)
@@ -273,19 +270,17 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
     // rows: zero outside out_rows (dL/dx_out was zero there and o_proj never saw those rows).
     float* datt_rows = scratch(be, kDattRows, M * QD);  // (M, NH, HD)
     back(datt_rows, dxm, a.att.data(), w.o, Proj::o, M);
-    std::memset(datt, 0, static_cast<size_t>(N * QD) * sizeof(float));
-    for (int64_t i = 0; i < M; ++i) {
-      std::memcpy(datt + rows[i] * QD, datt_rows + i * QD, static_cast<size_t>(QD) * sizeof(float));
-      std::memcpy(dx + rows[i] * C, dxm + i * C, static_cast<size_t>(C) * sizeof(float));
-    }
+    be.zero(datt, static_cast<size_t>(N * QD) * sizeof(float));
+    be.scatter_rows(datt, datt_rows, rows, M, QD);
+    be.scatter_rows(dx, dxm, rows, M, C);
   }
   float* dq = scratch(be, kDq, N * QD);   // (N, NH, HD)
   float* dk = scratch(be, kDk, N * KVD);  // (N, NKV, HD)
   float* dv = scratch(be, kDv, N * KVD);  // (N, NKV, HD)
-  ops::attention_backward(dq, dk, dv, datt, a.q.data(), call.k_cache, call.v_cache, call.key_valid,
-                          call.seg_start, s);
-  ops::rope_backward(dq, call.cos, call.sin, N, NH, HD);
-  ops::rope_backward(dk, call.cos, call.sin, N, NKV, HD);
+  be.attention_backward(dq, dk, dv, datt, a.att.data(), a.lse.empty() ? nullptr : a.lse.data(), a.q.data(),
+                        call.k_cache, call.v_cache, call.key_valid, call.seg_start, s);
+  be.rope_backward(dq, call.cos, call.sin, N, NH, HD);
+  be.rope_backward(dk, call.cos, call.sin, N, NKV, HD);
   if (call.need_input_grad) {
     // The base projections of q and k produced GGUF-ordered rows when permuted.
     const float* dq_w = dq;
@@ -293,22 +288,22 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
     if (call.qk_rows_permuted) {
       float* dq_base = scratch(be, kDqBase, N * QD);   // (N, NH, HD) GGUF order
       float* dk_base = scratch(be, kDkBase, N * KVD);  // (N, NKV, HD)
-      std::memcpy(dq_base, dq, static_cast<size_t>(N * QD) * sizeof(float));
-      std::memcpy(dk_base, dk, static_cast<size_t>(N * KVD) * sizeof(float));
-      redo_gguf_qk_permutation(dq_base, N, NH, HD);
-      redo_gguf_qk_permutation(dk_base, N, NKV, HD);
+      be.copy(dq_base, dq, static_cast<size_t>(N * QD) * sizeof(float));
+      be.copy(dk_base, dk, static_cast<size_t>(N * KVD) * sizeof(float));
+      be.redo_gguf_qk_permutation(dq_base, N, NH, HD);
+      be.redo_gguf_qk_permutation(dk_base, N, NKV, HD);
       dq_w = dq_base;
       dk_w = dk_base;
     }
-    ops::linear_backward_input(dn, dq_w, w.q, N, false);
-    ops::linear_backward_input(dn, dk_w, w.k, N, true);
-    ops::linear_backward_input(dn, dv, w.v, N, true);
+    be.linear_backward_input(dn, dq_w, w.q, N, false);
+    be.linear_backward_input(dn, dk_w, w.k, N, true);
+    be.linear_backward_input(dn, dv, w.v, N, true);
   }
   // The LoRA gradients of q, k, v are wanted either way; their input gradient only with dx.
   lora_back(call.need_input_grad ? dn : nullptr, a.n1.data(), N, {{dq, Proj::q}, {dk, Proj::k}, {dv, Proj::v}});
   if (!call.need_input_grad) return;  // dx stays dL/dx_mid: unspecified to the caller
-  ops::rmsnorm_backward(dnorm_in, nullptr, dn, a.x_in.data(), w.input_norm.data(), a.rstd1.data(), N, C);
-  ops::add_inplace(dx, dnorm_in, N * C);  // dx = dL/dx_in
+  be.rmsnorm_backward(dnorm_in, dn, a.x_in.data(), w.input_norm.data(), a.rstd1.data(), N, C);
+  be.add_inplace(dx, dnorm_in, N * C);  // dx = dL/dx_in
 }
 
 }  // namespace medtune::model

@@ -3,8 +3,8 @@
 //   x_out = x_mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                        n2 = rmsnorm(x_mid)
 // The same code serves inference (activations overwritten layer after layer) and training
 // (activations kept per layer for the backward pass, or recomputed from x_in). It runs on the
-// call's backend (backend/backend.h): every activation below is that backend's memory. The forward
-// runs on any backend; the backward on the CPU backend only so far.
+// call's backend (backend/backend.h): every activation below is that backend's memory. Forward and
+// backward run on any backend (out_rows with a backward: the CPU backend only).
 #pragma once
 
 #include <array>
@@ -36,6 +36,7 @@ struct LayerActs {
   Buf up;      // (N, F)
   Buf h;       // (N, F)   silu(gate) * up (down_proj input)
   std::array<Buf, kNumProj> lora_u;  // (N, r) each: A d(x), for LoRA grads
+  Buf lse;     // (N, NH) attention logsumexp (device backends' backward; empty on the CPU)
 
   // Contents are unspecified after a resize (every buffer is written before it is read).
   void resize(backend::Backend& be, const ModelConfig& c, int64_t N, const LoraWeights* lora, int64_t layer);
@@ -63,15 +64,21 @@ struct LayerCall {
   // Training, last layer: the rows of x_out that are read afterwards (the loss head's target
   // positions), ascending flat indices into N; null or empty = all N rows. Everything after
   // attention (o_proj, residual, post-attention norm, MLP) is row-local, so with a list it runs
-  // on these R rows only (the list is host memory): x_out's other rows are left unspecified (they hold x_in), acts keeps
+  // on these R rows only (the list is host memory): x_out's other rows are left unspecified (they
+  // hold x_in), acts keeps
   // att, x_mid, n2, rstd2, gate, up, h and lora_u of o/gate/up/down in its first R rows, and
-  // layer_backward takes dL/dx_out to be zero outside these rows (nothing read x_out there).
+  // layer_backward takes dL/dx_out to be zero outside these rows (nothing read x_out there). With
+  // layer_backward, the CPU backend only: another backend's attention backward reads all N rows
+  // of the attention output, which the list compacts away.
   const std::vector<int64_t>* out_rows = nullptr;
   // false: the caller never reads dL/dx_in (layer 0: the embedding is frozen), so layer_backward
   // skips it (q/k/v input gradients, input norm backward); dx's contents are then unspecified.
   bool need_input_grad = true;
   // Flat index of row 0 within the whole batch when this is one shard of it (LoRA dropout masks).
   int64_t row0 = 0;
+  // Where layer_backward accumulates the LoRA gradients: [layer][proj] buffers on `be`, or null
+  // for the adapter's own dA, dB (host memory: the CPU backend only).
+  const std::vector<std::array<LoraGrad, kNumProj>>* grads = nullptr;
 
   DropoutSite dropout(Proj p) const;
   // Rows after attention: R with out_rows, else N.
@@ -79,18 +86,19 @@ struct LayerCall {
   bool restricted() const { return out_rows != nullptr && !out_rows->empty(); }
   const LoraLinear* lora_at(Proj p) const;
   LoraLinear* lora_at(Proj p);
+  LoraGrad grad_at(Proj p) const;
 };
 
 // x (N, C): in = x_in, out = x_out. Fills acts (x_in included) and appends k, v to the cache
 // at positions [past, past + T).
 void layer_forward(const LayerCall& call, float* x, LayerActs& acts);
 
-// dx (N, C): in = dL/dx_out, out = dL/dx_in. LoRA gradients accumulate into call.lora.
+// dx (N, C): in = dL/dx_out, out = dL/dx_in. LoRA gradients accumulate into call.grad_at().
 // Training only: past == 0 and Smax == T.
 void layer_backward(const LayerCall& call, float* dx, const LayerActs& acts);
 
-// Frees the calling thread's layer_forward/layer_backward temporaries (on whichever backend), which they otherwise keep
-// from one call to the next (training calls it after the backward, before the next loss head).
+// Frees the calling thread's layer_forward/layer_backward temporaries (on whichever backend), which
+// they otherwise keep from one call to the next (training calls it after the backward, before the next loss head).
 void release_backward_scratch();
 
 }  // namespace medtune::model

@@ -34,11 +34,6 @@ const float* dev(backend::Backend& be, const std::vector<float>& m) {
   return static_cast<const float*>(be.resident(m.data(), m.size() * sizeof(float)));
 }
 
-// Gradients accumulate into the host dA, dB: the backward runs on the CPU backend only so far.
-void require_cpu_backward(backend::Backend& be) {
-  if (!be.device().is_cpu())
-    throw Internal("LoRA backward on device " + be.device().str() + " is not implemented yet (CPU only)");
-}
 }  // namespace
 
 void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const DropoutSite& d) {
@@ -81,34 +76,35 @@ void project_forward(backend::Backend& be, float* y, const float* x, const ops::
 }
 
 void project_backward(backend::Backend& be, float* dx, const float* dy_base, const float* dy, const float* x,
-                      const ops::StoredMatrix& W, LoraLinear* lora, float s,
+                      const ops::StoredMatrix& W, const LoraLinear* lora, const LoraGrad& grad, float s,
                       const DropoutSite& d, const float* u, float* du, float* xd, int64_t N,
                       bool accumulate) {
   be.linear_backward_input(dx, dy_base, W, N, accumulate);
-  if (lora != nullptr && lora->enabled()) lora_backward(be, dx, dy, x, *lora, s, d, u, du, xd, N);
+  if (lora != nullptr && lora->enabled()) lora_backward(be, dx, dy, x, *lora, grad, s, d, u, du, xd, N);
 }
 
-void lora_backward(backend::Backend& be, float* dx, const float* dy, const float* x, LoraLinear& lora, float s,
-                   const DropoutSite& d, const float* u, float* du, float* xd, int64_t N) {
-  require_cpu_backward(be);
+void lora_backward(backend::Backend& be, float* dx, const float* dy, const float* x, const LoraLinear& lora,
+                   const LoraGrad& grad, float s, const DropoutSite& d, const float* u, float* du,
+                   float* xd, int64_t N) {
   const int64_t R = lora.r, IN = lora.in, OUT = lora.out;
   // dB (out, r) += s * dy^T (out, N) . u (N, r)
-  be.gemm(Trans::kYes, Trans::kNo, OUT, R, N, s, dy, OUT, u, R, 1.0f, lora.dB.data(), R);
+  be.gemm(Trans::kYes, Trans::kNo, OUT, R, N, s, dy, OUT, u, R, 1.0f, grad.dB, R);
   // du (N, r) = s * dy (N, out) . B (out, r)
-  be.gemm(Trans::kNo, Trans::kNo, N, R, OUT, s, dy, OUT, lora.B.data(), R, 0.0f, du, R);
+  be.gemm(Trans::kNo, Trans::kNo, N, R, OUT, s, dy, OUT, dev(be, lora.B), R, 0.0f, du, R);
   // dA (r, in) += du^T (r, N) . d(x) (N, in)
   const float* xin = lora_input(be, x, xd, N, lora.in, d);
-  be.gemm(Trans::kYes, Trans::kNo, R, IN, N, 1.0f, du, R, xin, IN, 1.0f, lora.dA.data(), IN);
+  be.gemm(Trans::kYes, Trans::kNo, R, IN, N, 1.0f, du, R, xin, IN, 1.0f, grad.dA, IN);
   if (dx == nullptr) return;
   if (d.p <= 0) {
     // dx (N, in) += du (N, r) . A (r, in)
-    be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, lora.A.data(), IN, 1.0f, dx, IN);
+    be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, dev(be, lora.A), IN, 1.0f, dx, IN);
   } else {
-    // Through the dropout: d(x) = mask * x / (1-p), so dx += mask / (1-p) * (du A).
-    std::vector<float> g(static_cast<size_t>(N * lora.in));
-    be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, lora.A.data(), IN, 0.0f, g.data(), IN);
+    // Through the dropout: d(x) = mask * x / (1-p), so dx += mask / (1-p) * (du A). (CPU only:
+    // lora_input refused any other backend above.)
+    backend::Array<float> g(be, static_cast<size_t>(N * lora.in));  // (N, in)
+    be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, dev(be, lora.A), IN, 0.0f, g.data(), IN);
     lora_dropout(g.data(), g.data(), N, lora.in, d);
-    for (size_t i = 0; i < g.size(); ++i) dx[i] += g[i];
+    be.add_inplace(dx, g.data(), N * lora.in);
   }
 }
 
@@ -119,7 +115,7 @@ namespace {
 struct GroupScratch {
   backend::Array<float> a;   // (sum r, in) [A_1; A_2; ...]
   backend::Array<float> u;   // (N, sum r)  u (forward) or du (backward) of every member
-  std::vector<float> da;     // (sum r, in) stacked dA of this call (host: the backward is CPU only)
+  backend::Array<float> da;  // (sum r, in) stacked dA of this call
 };
 float* grow(backend::Backend& be, backend::Array<float>& v, int64_t n) {
   if (v.backend() != &be || v.size() < static_cast<size_t>(n)) v.fit(be, static_cast<size_t>(n));
@@ -170,30 +166,24 @@ void lora_group_forward(backend::Backend& be, const LoraGroupForward* g, int n, 
 
 void lora_group_backward(backend::Backend& be, float* dx, const LoraGroupBackward* g, int n, const float* x, float s,
                          int64_t N) {
-  require_cpu_backward(be);
   const int64_t in = g[0].lora->in, rs = total_rank(g, n);
   float* du = grow(be, group_scratch().u, N * rs);  // (N, sum r)
   int64_t off = 0;
   for (int i = 0; i < n; ++i) {
-    LoraLinear& l = *g[i].lora;
+    const LoraLinear& l = *g[i].lora;
     // dB_i (out, r) += s * dy_i^T (out, N) . u_i (N, r)
-    be.gemm(Trans::kYes, Trans::kNo, l.out, l.r, N, s, g[i].dy, l.out, g[i].u, l.r, 1.0f, l.dB.data(), l.r);
+    be.gemm(Trans::kYes, Trans::kNo, l.out, l.r, N, s, g[i].dy, l.out, g[i].u, l.r, 1.0f, g[i].grad.dB, l.r);
     // du[:, off : off + r] (N, r) = s * dy_i (N, out) . B_i (out, r)
-    be.gemm(Trans::kNo, Trans::kNo, N, l.r, l.out, s, g[i].dy, l.out, l.B.data(), l.r, 0.0f, du + off, rs);
+    be.gemm(Trans::kNo, Trans::kNo, N, l.r, l.out, s, g[i].dy, l.out, dev(be, l.B), l.r, 0.0f, du + off, rs);
     off += l.r;
   }
   // [dA_1; dA_2; ...] (sum r, in) = du^T (sum r, N) . x (N, in), then added into each dA_i.
-  std::vector<float>& da_buf = group_scratch().da;
-  if (da_buf.size() < static_cast<size_t>(rs * in)) {
-    da_buf.clear();
-    da_buf.resize(static_cast<size_t>(rs * in));
-  }
-  float* da = da_buf.data();
+  float* da = grow(be, group_scratch().da, rs * in);
   be.gemm(Trans::kYes, Trans::kNo, rs, in, N, 1.0f, du, rs, x, in, 0.0f, da, in);
   for (int i = 0; i < n; ++i) {
-    std::vector<float>& dA = g[i].lora->dA;
-    for (size_t j = 0; j < dA.size(); ++j) dA[j] += da[j];
-    da += dA.size();
+    const int64_t size = g[i].lora->r * in;
+    be.add_inplace(g[i].grad.dA, da, size);
+    da += size;
   }
   if (dx == nullptr) return;
   // dx (N, in) += du (N, sum r) . [A_1; A_2; ...] (sum r, in)

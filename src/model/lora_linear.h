@@ -1,8 +1,9 @@
 // A frozen projection with an optional LoRA side path, forward and backward:
 //   y = W x + b + s * B (A d(x)),   d = dropout (identity in eval or when p = 0)
 // Written against a backend (backend/backend.h): activations (x, y, u, dy, dx and the scratch) are
-// that backend's memory; the adapter's A and B are read through be.resident(). The backward
-// passes and dropout run on the CPU backend only for now (they accumulate into the host dA, dB).
+// that backend's memory; the adapter's A and B are read through be.resident(), and the backward
+// passes accumulate into gradient buffers of that backend (LoraGrad). Dropout runs on the CPU
+// backend only so far.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,14 @@ void project_forward(backend::Backend& be, float* y, const float* x, const ops::
 void lora_forward_add(backend::Backend& be, float* y, const float* x, const LoraLinear& lora, float s,
                       const DropoutSite& d, float* u, float* xd, int64_t N);
 
+// Where a projection's LoRA gradients accumulate: memory of the backend computing them. On the CPU
+// the adapter's own dA, dB (host_grads); elsewhere arrays of the device (train_step.cpp).
+struct LoraGrad {
+  float* dA = nullptr;  // (r, in)
+  float* dB = nullptr;  // (out, r)
+};
+inline LoraGrad host_grads(LoraLinear& l) { return {l.dA.data(), l.dB.data()}; }
+
 // Projections that read the same input x (q, k, v read n1; gate and up read n2), LoRA enabled,
 // without dropout: their A matrices are stacked so that u = x [A_1; A_2; ...]^T (N, r_1 + r_2 +
 // ...) is one GEMM instead of one per projection, and so are dA and the dx term of the backward.
@@ -51,7 +60,8 @@ struct LoraGroupForward {
   float* u;  // (N, r) receives A x, for the backward; may be null
 };
 struct LoraGroupBackward {
-  LoraLinear* lora;   // dA, dB accumulate here
+  const LoraLinear* lora;
+  LoraGrad grad;      // dA, dB accumulate here
   const float* dy;    // (N, out) dL/dy
   const float* u;     // (N, r) A x from the forward
 };
@@ -62,16 +72,17 @@ void lora_group_backward(backend::Backend& be, float* dx, const LoraGroupBackwar
                          int64_t N);
 
 // The LoRA part of project_backward alone; dx null skips the input gradient.
-void lora_backward(backend::Backend& be, float* dx, const float* dy, const float* x, LoraLinear& lora, float s,
+void lora_backward(backend::Backend& be, float* dx, const float* dy, const float* x, const LoraLinear& lora,
+                   const LoraGrad& grad, float s,
                    const DropoutSite& d, const float* u, float* du, float* xd, int64_t N);
 
 // Backward of project_forward. dy_base drives W's part (differs from dy only when the base
 // output was permuted after projecting), dy the LoRA part.
 //   dx (N, in) (+)= dy_base W + d'(s (dy B) A)     (accumulate selects +=)
-//   lora.dA += (s dy B)^T d(x),  lora.dB += s dy^T u
+//   grad.dA += (s dy B)^T d(x),  grad.dB += s dy^T u   (lora null or disabled: W's part only)
 // `du` is (N, r) scratch, `xd` (N, in) scratch.
 void project_backward(backend::Backend& be, float* dx, const float* dy_base, const float* dy, const float* x,
-                      const ops::StoredMatrix& W, LoraLinear* lora, float s,
+                      const ops::StoredMatrix& W, const LoraLinear* lora, const LoraGrad& grad, float s,
                       const DropoutSite& d, const float* u, float* du, float* xd, int64_t N,
                       bool accumulate);
 

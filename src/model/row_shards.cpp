@@ -81,7 +81,10 @@ void add_gradients(LoraWeights& into, const LoraWeights& from) {
 TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
                                  const TrainOptions& opt) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int64_t S = row_shards_for(model.config(), lora, batch.B, batch.T, opt, threads);
+  // Row shards are a CPU policy (threads); a device runs the whole batch in one pass.
+  const int64_t S = model.backend().device().is_cpu()
+                        ? row_shards_for(model.config(), lora, batch.B, batch.T, opt, threads)
+                        : 1;
   if (S <= 1) return detail::forward_backward_one_pass(model, lora, batch, opt, 0);
 
   std::vector<LoraWeights>& copies = shard_adapters();

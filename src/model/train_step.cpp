@@ -4,6 +4,8 @@
 #include <chrono>
 #include <ctime>
 #include <cstring>
+#include <deque>
+#include <optional>
 #include <string>
 
 #include "core/error.h"
@@ -22,13 +24,14 @@ namespace {
 // the whole batch: 256 x 49152 x 4 B = 48 MiB for SmolLM2.
 constexpr int64_t kLossChunk = 256;
 
+// A batch made ready for the layers, in the memory of the model's backend.
 struct Prepared {
   int64_t N = 0;
-  std::vector<float> x;         // (N, C) embeddings
-  std::vector<float> cos, sin;  // (N, HD/2)
-  std::vector<uint8_t> valid;   // (B, T)
-  std::vector<int64_t> rows;    // flat indices of positions with a target
-  std::vector<int64_t> seg_start;  // (B, T) packed rows: t - positions[t]; empty = not packed
+  backend::Array<float> x;            // (N, C) embeddings, then the residual stream
+  backend::Array<float> cos, sin;     // (N, HD/2)
+  std::vector<uint8_t> valid;         // (B, T) host
+  std::vector<int64_t> rows;          // host: flat indices of positions with a target
+  backend::Array<int64_t> seg_start;  // (B, T) packed rows: t - positions[t]; empty = not packed
 
   const int64_t* segments() const { return seg_start.empty() ? nullptr : seg_start.data(); }
 };
@@ -52,6 +55,7 @@ std::vector<int64_t> segment_starts(const TrainBatch& b) {
 Prepared prepare(const LlamaModel& model, const TrainBatch& b) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
+  backend::Backend& be = model.backend();
   Prepared p;
   p.N = b.B * b.T;
   if (static_cast<int64_t>(b.ids.size()) != p.N || static_cast<int64_t>(b.targets.size()) != p.N ||
@@ -62,70 +66,68 @@ Prepared prepare(const LlamaModel& model, const TrainBatch& b) {
   // Attention spans one example: a packed row may be longer than the window, its examples not.
   const int64_t span = b.positions.empty() ? b.T : *std::max_element(b.positions.begin(), b.positions.end()) + 1;
   check_sliding_window(c, span);
-  p.x.resize(static_cast<size_t>(p.N * C));
   for (int64_t n = 0; n < p.N; ++n) {
     const int32_t id = b.ids[static_cast<size_t>(n)];
     if (id < 0 || id >= V) throw BadInput("token id " + std::to_string(id) + " is outside the vocabulary");
-    dequantize_row(w.embed.dtype, w.embed.row(id), p.x.data() + n * C, C);
     const int64_t t = b.targets[static_cast<size_t>(n)];
     if (t >= V) throw BadInput("target id " + std::to_string(t) + " is outside the vocabulary");
     if (t >= 0) p.rows.push_back(n);
   }
+  p.x.fit(be, static_cast<size_t>(p.N * C));
+  be.embedding(p.x.data(), w.embed, b.ids.data(), p.N);
   std::vector<int64_t> positions = b.positions;
   if (positions.empty()) {
     positions.resize(static_cast<size_t>(p.N));
     for (int64_t n = 0; n < p.N; ++n) positions[static_cast<size_t>(n)] = n % b.T;
   } else {
-    p.seg_start = segment_starts(b);
+    p.seg_start.upload(be, segment_starts(b));
   }
-  p.cos.resize(static_cast<size_t>(p.N * c.head_dim / 2));
-  p.sin.resize(p.cos.size());
-  rope_tables(model.inv_freq(), positions.data(), p.N, p.cos.data(), p.sin.data());
+  std::vector<float> cos(static_cast<size_t>(p.N * c.head_dim / 2)), sin(cos.size());  // (N, HD/2)
+  rope_tables(model.inv_freq(), positions.data(), p.N, cos.data(), sin.data());
+  p.cos.upload(be, cos);
+  p.sin.upload(be, sin);
   p.valid = b.mask.empty() ? std::vector<uint8_t>(static_cast<size_t>(p.N), 1) : b.mask;
   return p;
 }
 
-// Final norm + lm_head + cross-entropy over the target rows, chunked. With dx non-null also
-// the backward: dx (N, C) receives dL/dx_final (zero on rows without a target).
+// Final norm + lm_head + cross-entropy over the target rows, chunked, on the model's backend.
+// With dx non-null also the backward: dx (N, C) receives dL/dx_final at the target rows (the
+// caller zeroes the others).
 double loss_head(const LlamaModel& model, const float* x, const std::vector<int64_t>& rows,
                  const std::vector<int64_t>& targets, double scale, float* dx) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
+  backend::Backend& be = model.backend();
   const int64_t C = c.hidden_size, V = c.vocab_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   double loss = 0;
   const int64_t R = static_cast<int64_t>(rows.size());
-  std::vector<float> xin, h, rstd, logits, dh, dxin;
+  backend::Array<float> xin, h, rstd, logits, dh, dxin;
   std::vector<int64_t> tgt;
   for (int64_t r0 = 0; r0 < R; r0 += kLossChunk) {
     const int64_t n = std::min(kLossChunk, R - r0);
-    xin.resize(static_cast<size_t>(n * C));   // (n, C)
-    h.resize(xin.size());                     // (n, C)
-    rstd.resize(static_cast<size_t>(n));
-    logits.resize(static_cast<size_t>(n * V));  // (n, V)
+    const int64_t* chunk = rows.data() + r0;  // (n) host
+    xin.fit(be, static_cast<size_t>(n * C));     // (n, C)
+    h.fit(be, xin.size());                       // (n, C)
+    rstd.fit(be, static_cast<size_t>(n));
+    logits.fit(be, static_cast<size_t>(n * V));  // (n, V)
     tgt.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t row = rows[static_cast<size_t>(r0 + i)];
-      std::memcpy(xin.data() + i * C, x + row * C, static_cast<size_t>(C) * sizeof(float));
-      tgt[static_cast<size_t>(i)] = targets[static_cast<size_t>(row)];
-    }
-    ops::rmsnorm_forward(h.data(), rstd.data(), xin.data(), w.final_norm.data(), n, C, eps);
-    ops::linear_forward(logits.data(), h.data(), w.lm_head, nullptr, n);
+    for (int64_t i = 0; i < n; ++i) tgt[static_cast<size_t>(i)] = targets[static_cast<size_t>(chunk[i])];
+    be.gather_rows(xin.data(), x, chunk, n, C);
+    be.rmsnorm_forward(h.data(), rstd.data(), xin.data(), w.final_norm.data(), n, C, eps);
+    be.linear_forward(logits.data(), h.data(), w.lm_head, nullptr, n);
     if (dx == nullptr) {
-      loss += ops::cross_entropy_sum(logits.data(), tgt.data(), n, V).sum;
+      loss += be.cross_entropy_sum(logits.data(), tgt.data(), n, V).sum;
       continue;
     }
     // Loss and gradient in one pass over the logits (the gradient overwrites them).
-    loss += ops::cross_entropy_loss_backward(logits.data(), logits.data(), tgt.data(), n, V,
-                                             static_cast<float>(scale)).sum;
-    dh.resize(h.size());
-    ops::linear_backward_input(dh.data(), logits.data(), w.lm_head, n);
-    dxin.resize(h.size());
-    ops::rmsnorm_backward(dxin.data(), nullptr, dh.data(), xin.data(), w.final_norm.data(), rstd.data(), n, C);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t row = rows[static_cast<size_t>(r0 + i)];
-      std::memcpy(dx + row * C, dxin.data() + i * C, static_cast<size_t>(C) * sizeof(float));
-    }
+    loss += be.cross_entropy_loss_backward(logits.data(), logits.data(), tgt.data(), n, V,
+                                           static_cast<float>(scale)).sum;
+    dh.fit(be, h.size());
+    be.linear_backward_input(dh.data(), logits.data(), w.lm_head, n, false);
+    dxin.fit(be, h.size());
+    be.rmsnorm_backward(dxin.data(), dh.data(), xin.data(), w.final_norm.data(), rstd.data(), n, C);
+    be.scatter_rows(dx, dxin.data(), chunk, n, C);
   }
   return loss;
 }
@@ -172,24 +174,52 @@ StepArena& step_arena() {
 
 // The arena's cache for this batch: reused when the shape matches. The training forward
 // overwrites positions [0, T) of every row of every layer before anything reads them.
-KvCache& training_cache(const ModelConfig& c, int64_t B, int64_t T) {
+KvCache& training_cache(const ModelConfig& c, int64_t B, int64_t T, backend::Backend& be) {
   KvCache& cache = step_arena().cache;
   if (cache.L != c.num_hidden_layers || cache.B != B || cache.Smax != T ||
-      cache.NKV != c.num_key_value_heads || cache.HD != c.head_dim)
-    cache = KvCache(c, B, T);
+      cache.NKV != c.num_key_value_heads || cache.HD != c.head_dim || cache.k.backend() != &be)
+    cache = KvCache(c, B, T, be);
   return cache;
 }
 
 int64_t acts_bytes(const LayerActs& a) { return a.bytes(); }
 
-// The training path runs the layers on the CPU backend so far (layer.h: the backward is CPU only);
-// its host vectors (embeddings, rope tables, masks) are that backend's memory.
-backend::Backend& training_backend(const LlamaModel& model) {
-  if (!model.backend().device().is_cpu())
-    throw BadInput("training and loss evaluation on device " + model.backend().device().str() +
-                   " are not implemented yet: use --device cpu (docs/gpu.md)");
-  return backend::cpu();
-}
+// The adapter's gradient accumulators on a device backend: zeroed arrays, [layer][proj], added
+// into the host dA, dB (where gradient accumulation and the optimizer read them) after the pass.
+// On the CPU none are needed: the layers accumulate into dA, dB directly.
+class DeviceGrads {
+ public:
+  DeviceGrads(backend::Backend& be, const LoraWeights& lora) {
+    table_.resize(lora.layers.size());
+    for (size_t l = 0; l < lora.layers.size(); ++l)
+      for (size_t p = 0; p < kNumProj; ++p) {
+        const LoraLinear& ll = lora.layers[l][p];
+        if (!ll.enabled()) continue;
+        backend::Array<float>& a = arrays_.emplace_back(be, ll.dA.size());
+        a.zero();
+        backend::Array<float>& b = arrays_.emplace_back(be, ll.dB.size());
+        b.zero();
+        table_[l][p] = {a.data(), b.data()};
+      }
+  }
+  const std::vector<std::array<LoraGrad, kNumProj>>* table() const { return &table_; }
+  // dA += the device's dA, dB likewise (host, in fp32 as the CPU accumulates micro-batches).
+  void add_to_host(LoraWeights& lora) const {
+    size_t i = 0;
+    for (auto& layer : lora.layers)
+      for (LoraLinear& ll : layer) {
+        if (!ll.enabled()) continue;
+        for (std::vector<float>* g : {&ll.dA, &ll.dB}) {
+          const std::vector<float> d = arrays_[i++].download();
+          for (size_t j = 0; j < g->size(); ++j) (*g)[j] += d[j];
+        }
+      }
+  }
+
+ private:
+  std::deque<backend::Array<float>> arrays_;  // deque: pointers stay valid as it grows
+  std::vector<std::array<LoraGrad, kNumProj>> table_;
+};
 
 }  // namespace
 
@@ -198,41 +228,60 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
                                           const TrainOptions& opt, int64_t row0) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
-  backend::Backend& be = training_backend(model);
+  backend::Backend& be = model.backend();
+  const bool on_cpu = be.device().is_cpu();
   const int64_t L = c.num_hidden_layers, C = c.hidden_size;
   PhaseClock clock;
   StepTimes times;
+  // A device reads its own copy of A and B, which the optimizer changed since the last pass.
+  if (!on_cpu)
+    for (const auto& layer : lora.layers)
+      for (const LoraLinear& ll : layer) {
+        be.forget(ll.A.data());
+        be.forget(ll.B.data());
+      }
+  std::optional<DeviceGrads> device_grads;
+  if (!on_cpu) device_grads.emplace(be, lora);
   Prepared p = prepare(model, batch);
-  KvCache& cache = training_cache(c, batch.B, batch.T);  // keys/values of every layer: attention backward reads them
+  KvCache& cache = training_cache(c, batch.B, batch.T, be);  // keys/values of every layer: attention backward reads them
   std::copy(p.valid.begin(), p.valid.end(), cache.valid.begin());
+  backend::Array<uint8_t> valid;  // (B, T) on be
+  valid.upload(be, cache.valid);
   const ops::AttentionShape shape{batch.B, batch.T, 0, batch.T, c.num_attention_heads,
                                   c.num_key_value_heads, c.head_dim};
   // The loss head reads the last layer's output only at the target rows, so that layer's
   // row-local part (o_proj, MLP) runs on those rows alone (layer.h: LayerCall::out_rows); no gain
   // when every row has a target.
+  // (The CPU backend's policy: another backend's attention backward needs every row, layer.h.)
   const int64_t R = static_cast<int64_t>(p.rows.size());
-  const bool rows_only = opt.last_layer_rows_only && R > 0 && R < p.N;
+  const bool rows_only = on_cpu && opt.last_layer_rows_only && R > 0 && R < p.N;
   auto call_for = [&](int64_t l) {
     LayerCall call{be, c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, &lora,
                    opt.dropout_seed, true, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
-                   cache.layer_v(l), cache.valid.data(), p.segments()};
+                   cache.layer_v(l), valid.data(), p.segments()};
     if (rows_only && l == L - 1) call.out_rows = &p.rows;
     call.need_input_grad = l > 0;  // the embedding is frozen: nothing reads layer 0's dL/dx_in
     call.row0 = row0;
+    if (device_grads) call.grads = device_grads->table();
     return call;
   };
 
   // Forward, keeping every layer's activations, or only its input with checkpointing.
   std::vector<LayerActs>& saved = step_arena().saved;
   saved.resize(static_cast<size_t>(opt.gradient_checkpointing ? 1 : L));
-  std::vector<std::vector<float>> inputs(static_cast<size_t>(opt.gradient_checkpointing ? L : 0));
+  // With checkpointing: each layer's input (N, C), on be.
+  std::vector<backend::Array<float>> inputs(static_cast<size_t>(opt.gradient_checkpointing ? L : 0));
   int64_t act_bytes = 0;
   for (int64_t l = 0; l < L; ++l) {
     LayerActs& a = saved[static_cast<size_t>(opt.gradient_checkpointing ? 0 : l)];
     a.resize(be, c, p.N, &lora, l);
-    if (opt.gradient_checkpointing) inputs[static_cast<size_t>(l)] = p.x;
+    if (opt.gradient_checkpointing) {
+      backend::Array<float>& in = inputs[static_cast<size_t>(l)];
+      in.fit(be, p.x.size());
+      be.copy(in.data(), p.x.data(), p.x.bytes());
+    }
     layer_forward(call_for(l), p.x.data(), a);
-    act_bytes += opt.gradient_checkpointing ? static_cast<int64_t>(p.x.size()) * 4 : acts_bytes(a);
+    act_bytes += opt.gradient_checkpointing ? static_cast<int64_t>(p.x.bytes()) : acts_bytes(a);
   }
 
   // p.x = the last layer's output, at the target rows only when rows_only (the loss head reads
@@ -241,20 +290,23 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
   times.forward = clock.lap();
   TrainStepResult result;
   result.tokens = static_cast<int64_t>(p.rows.size());
-  std::vector<float> dx(static_cast<size_t>(p.N * C), 0.0f);  // (N, C) dL/dx
+  backend::Array<float> dx(be, static_cast<size_t>(p.N * C));  // (N, C) dL/dx
+  dx.zero();
   result.loss_sum = loss_head(model, p.x.data(), p.rows, batch.targets, opt.loss_scale, dx.data());
   times.loss_head = clock.lap();
 
   for (int64_t l = L - 1; l >= 0; --l) {
     LayerActs& a = saved[static_cast<size_t>(opt.gradient_checkpointing ? 0 : l)];
     if (opt.gradient_checkpointing) {  // recompute this layer's activations from its input
-      std::vector<float> x = inputs[static_cast<size_t>(l)];
-      layer_forward(call_for(l), x.data(), a);
+      // (into p.x, free since the loss head: layer_forward overwrites its input with its output)
+      be.copy(p.x.data(), inputs[static_cast<size_t>(l)].data(), p.x.bytes());
+      layer_forward(call_for(l), p.x.data(), a);
     }
     layer_backward(call_for(l), dx.data(), a);
   }
   // Allocated once for the 30 layers above; not held until the next step's loss head.
   release_backward_scratch();
+  if (device_grads) device_grads->add_to_host(lora);
   times.backward = clock.lap();
   if (opt.times != nullptr) {
     add(opt.times->forward, times.forward);
@@ -272,9 +324,11 @@ namespace {
 void forward_layers(LlamaModel& model, Prepared& p, const TrainBatch& batch) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
-  backend::Backend& be = training_backend(model);
+  backend::Backend& be = model.backend();
   KvCache cache(c, batch.B, batch.T, be);
   std::copy(p.valid.begin(), p.valid.end(), cache.valid.begin());
+  backend::Array<uint8_t> valid;  // (B, T) on be
+  valid.upload(be, cache.valid);
   const ops::AttentionShape shape{batch.B, batch.T, 0, batch.T, c.num_attention_heads,
                                   c.num_key_value_heads, c.head_dim};
   LayerActs a;
@@ -282,7 +336,7 @@ void forward_layers(LlamaModel& model, Prepared& p, const TrainBatch& batch) {
     a.resize(be, c, p.N, model.lora(), l);
     const LayerCall call{be, c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, model.lora(),
                          0, false, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
-                         cache.layer_v(l), cache.valid.data(), p.segments()};
+                         cache.layer_v(l), valid.data(), p.segments()};
     layer_forward(call, p.x.data(), a);
   }
 }
@@ -299,14 +353,15 @@ TrainStepResult forward_loss(LlamaModel& model, const TrainBatch& batch) {
 
 std::vector<float> forward_logits(LlamaModel& model, const TrainBatch& batch) {
   const ModelConfig& c = model.config();
+  backend::Backend& be = model.backend();
   Prepared p = prepare(model, batch);
   forward_layers(model, p, batch);
-  std::vector<float> h(p.x.size()), rstd(static_cast<size_t>(p.N));  // (N, C), (N)
-  std::vector<float> logits(static_cast<size_t>(p.N * c.vocab_size));  // (N, V)
-  ops::rmsnorm_forward(h.data(), rstd.data(), p.x.data(), model.weights().final_norm.data(), p.N,
-                       c.hidden_size, static_cast<float>(c.rms_norm_eps));
-  ops::linear_forward(logits.data(), h.data(), model.weights().lm_head, nullptr, p.N);
-  return logits;
+  backend::Array<float> h(be, p.x.size()), rstd(be, static_cast<size_t>(p.N));  // (N, C), (N)
+  backend::Array<float> logits(be, static_cast<size_t>(p.N * c.vocab_size));    // (N, V)
+  be.rmsnorm_forward(h.data(), rstd.data(), p.x.data(), model.weights().final_norm.data(), p.N,
+                     c.hidden_size, static_cast<float>(c.rms_norm_eps));
+  be.linear_forward(logits.data(), h.data(), model.weights().lm_head, nullptr, p.N);
+  return logits.download();
 }
 
 }  // namespace medtune::model

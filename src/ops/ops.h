@@ -37,6 +37,9 @@ void add_inplace(float* y, const float* x, int64_t n);
 //   GGUF: head h, pair i, half j at h*HD + 2*i + j   <->   HF: h*HD + j*(HD/2) + i.
 // x: (N, H, HD), rewritten in place from GGUF order into Hugging Face order.
 void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD);
+// The inverse: Hugging Face order back into GGUF order (the gradient of a permuted output reaches
+// the stored, permuted rows through it).
+void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD);
 
 // Causal grouped-query attention over a key/value history.
 //   q:   (B, T, NH, HD)   queries of the new tokens; token t of row b sits at position past + t

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,19 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
   m.shards =
       model::row_shards_for(c, lora, cfg.micro_batch_size, cfg.sequence_len, step_opt, m.threads);
   m.copies = static_cast<double>(m.shards - 1) * model::shard_copy_bytes(lora);
+  m.on_device = cfg.device != "cpu";
+  if (m.on_device) {
+    m.shards = 1;  // row shards are a CPU policy
+    m.copies = 0;
+    m.device_weights = m.mapped + m.nf4;
+    // The attention's logsumexp per layer kept (or per recomputed layer with checkpointing).
+    const double lse = N * f * static_cast<double>(c.num_attention_heads) *
+                       (cfg.gradient_checkpointing ? 1.0 : static_cast<double>(c.num_hidden_layers));
+    m.device_acts = m.acts + lse;
+    const double largest = static_cast<double>(std::max(c.intermediate_size * c.hidden_size,
+                                                        c.vocab_size * c.hidden_size));
+    m.device_workspace = f * std::min(largest, 16777216.0) + f * 256.0 * static_cast<double>(c.vocab_size);
+  }
   return m;
 }
 
@@ -80,6 +94,17 @@ std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {
       << "  row shards                   " << m.shards << " on " << m.threads << " threads"
       << (m.shards > 1 ? ", adapter copies " + mib(m.copies) : std::string()) << "\n"
       << "  total (excluding the loss head's logits chunk) " << mib(m.total()) << "\n";
+  if (m.on_device)
+    out << "device " << cfg.device << " memory plan (fp32; the optimizer stays on the host):\n"
+        << "  base weights (resident, stored dtype) " << mib(m.device_weights) << "\n"
+        << "  LoRA parameters + gradients  " << mib(2 * m.params) << "\n"
+        << "  activations                  " << mib(m.device_acts) << "\n"
+        << "  keys/values                  " << mib(m.kv) << "\n"
+        << "  workspace                    " << mib(m.device_workspace)
+        << " (a dequantized weight chunk, a loss-head chunk of logits)\n"
+        << "  device total                 " << mib(m.device_total()) << "\n"
+        << "  host: LoRA master + gradients + AdamW moments " << mib(4 * m.params)
+        << (m.nf4 > 0 ? ", NF4 base " + mib(m.nf4) : std::string()) << "\n";
   return out.str();
 }
 
@@ -96,7 +121,24 @@ double available_memory_bytes() {
 
 // A plan that cannot fit is refused with its numbers before anything is allocated, instead of a
 // std::bad_alloc (exit 1) or the kernel's OOM killer minutes into the run.
+void refuse_if_too_large_on_device(const TrainConfig& cfg, const MemoryPlan& m, double free_bytes) {
+  if (!m.on_device || free_bytes <= 0 || m.device_total() <= free_bytes) return;
+  throw BadInput("the run needs " + mib(m.device_total()) + " on device " + cfg.device + " (base weights " +
+                 mib(m.device_weights) + ", LoRA + gradients " + mib(2 * m.params) + ", activations " +
+                 mib(m.device_acts) + ", keys/values " + mib(m.kv) + ", workspace " + mib(m.device_workspace) +
+                 "), and " + mib(free_bytes) + " is free there: lower micro_batch_size (" +
+                 std::to_string(cfg.micro_batch_size) + "), sequence_len (" + std::to_string(cfg.sequence_len) +
+                 ") or lora_r (" + std::to_string(cfg.lora_r) +
+                 "), turn on gradient_checkpointing, or use adapter: qlora (an NF4 base); --dry-run prints the plan");
+}
+
 void refuse_if_too_large(const TrainConfig& cfg, const MemoryPlan& m, double avail) {
+  if (m.on_device) {  // the activations and keys/values are on the device: the host holds the rest
+    if (avail <= 0 || m.host_owned_with_device() <= avail) return;
+    throw BadInput("the run needs " + mib(m.host_owned_with_device()) + " of host memory (LoRA + AdamW " +
+                   mib(4 * m.params) + (m.nf4 > 0 ? ", NF4 base " + mib(m.nf4) : std::string()) + "), and " +
+                   mib(avail) + " is available: lower lora_r (" + std::to_string(cfg.lora_r) + ")");
+  }
   if (avail <= 0 || m.owned() <= avail) return;
   throw BadInput("the run needs " + mib(m.owned()) +
                  " of memory beyond the mapped base (LoRA + AdamW " + mib(4 * m.params) +

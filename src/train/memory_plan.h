@@ -23,6 +23,16 @@ struct MemoryPlan {
   // What the run allocates itself (the mapped base is page cache the kernel can evict).
   double owned() const { return nf4 + 4 * params + acts + kv + copies; }
   double total() const { return mapped + owned(); }
+
+  // cfg.device other than cpu: what the device holds during a step. The base weights are resident
+  // in their stored dtype (NF4 for QLoRA), the adapter's A, B and its gradient accumulators beside
+  // them; AdamW's moments, the fp32 master A, B and dA, dB stay in host memory (owned() above,
+  // less the activations and keys/values, which live on the device). workspace: one dequantized
+  // weight chunk (fp32, at most 64 MiB) and one loss-head chunk of logits (256 x V fp32).
+  bool on_device = false;
+  double device_weights = 0, device_acts = 0, device_workspace = 0;
+  double device_total() const { return device_weights + 2 * params + device_acts + kv + device_workspace; }
+  double host_owned_with_device() const { return nf4 + 4 * params; }
 };
 
 // `lora` may hold shapes only (model::lora_shapes).
@@ -38,7 +48,9 @@ int64_t checkpoint_bytes(const std::string& path);
 double available_memory_bytes();
 
 // Throws BadInput naming each part and the keys that shrink it when the memory the run allocates
-// itself is more than `available` bytes (0: unknown, no check).
+// itself is more than `available` bytes (0: unknown, no check). With on_device, the host part only.
 void refuse_if_too_large(const TrainConfig& cfg, const MemoryPlan& m, double available);
+// The same for the device's part against `free_bytes` of device memory (0: unknown, no check).
+void refuse_if_too_large_on_device(const TrainConfig& cfg, const MemoryPlan& m, double free_bytes);
 
 }  // namespace medtune::train

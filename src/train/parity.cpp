@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include "core/error.h"
 #include "core/tensor_convert.h"
@@ -63,10 +64,10 @@ double causal_lm_loss(const std::vector<float>& logits, const std::vector<int64_
 
 }  // namespace
 
-ParityResult check_parity(const std::string& dir, const ParityTolerances& tol) {
+ParityResult check_parity(const std::string& dir, const ParityTolerances& tol, backend::Backend& be) {
   const auto ref = io::read_safetensors(dir + "/reference.safetensors");
   const auto meta = read_json(dir + "/meta.json");
-  LlamaModel model(io::open_checkpoint(dir + "/base"));
+  LlamaModel model(io::open_checkpoint(dir + "/base"), model::WeightQuant::kNone, be);
   const int64_t V = model.config().vocab_size;
 
   const RawTensor& ids_t = need(ref, "input_ids");
@@ -99,6 +100,8 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol) {
   };
   nlohmann::json r;
   r["fixture"] = dir;
+  r["device"] = be.device().str();
+  r["backend"] = be.describe();
   const double logit_err = unpadded_logit_error(logits, base_ref);
   r["base_logits_max_rel_error"] = logit_err;
   const double loss = causal_lm_loss(logits, labels, B, T, V);
@@ -147,7 +150,12 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol) {
   model::TrainOptions topt;
   topt.loss_scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
   lora.zero_grad();
-  const auto step = model::forward_backward(model, lora, tb, topt);
+  // The training step runs on the CPU backend only so far (model/train_step.cpp).
+  std::optional<LlamaModel> cpu_model;
+  if (!be.device().is_cpu()) cpu_model.emplace(io::open_checkpoint(dir + "/base"));
+  LlamaModel& trained = cpu_model ? *cpu_model : model;
+  r["training_checks_device"] = trained.backend().device().str();
+  const auto step = model::forward_backward(trained, lora, tb, topt);
   const double lora_loss = step.tokens > 0 ? step.loss_sum / static_cast<double>(step.tokens) : 0.0;
   const double lora_ref_loss = meta.at("lora_loss").get<double>();
   const double lora_loss_err = std::fabs(lora_loss - lora_ref_loss) / std::max(1.0, std::fabs(lora_ref_loss));

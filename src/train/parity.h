@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
+
 namespace medtune::train {
 
 struct ParityTolerances {
@@ -28,7 +30,10 @@ struct ParityResult {
   bool ok = false;        // every implemented check within tolerance
 };
 
-// Throws BadInput when the fixture directory is incomplete or malformed.
-ParityResult check_parity(const std::string& fixture_dir, const ParityTolerances& tol = {});
+// Throws BadInput when the fixture directory is incomplete or malformed. The forward checks (base
+// and LoRA logits, loss, greedy tokens) run on `be`; the gradient and AdamW checks run on the CPU
+// until the training step runs on other backends (the report says where each ran).
+ParityResult check_parity(const std::string& fixture_dir, const ParityTolerances& tol = {},
+                          backend::Backend& be = backend::cpu());
 
 }  // namespace medtune::train

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "core/sha256.h"
 #include "io/atomic_file.h"
@@ -24,7 +25,8 @@ nlohmann::json make_run_inputs(const TrainConfig& cfg, const RunIdentity& identi
   for (const auto& f : identity.data_files) data_files.push_back(io::to_json({f.name, f.bytes, f.sha256}));
   return {
       {"medtune_version", MEDTUNE_VERSION},
-      {"backend", "cpu"},
+      {"backend", cfg.device == "cpu" ? std::string("cpu") : "gpu (" + std::string(backend::gpu_backend_name()) + ")"},
+      {"device", cfg.device},
       {"threads", threads},
       {"seed", cfg.seed},
       {"base_model", {{"path", cfg.base_model}, {"files", model_files}}},

@@ -93,6 +93,7 @@ struct TrainConfig {
   int64_t eval_steps = 0;        // 0: never
   int64_t logging_steps = 1;
   int64_t num_threads = 0;             // 0: all cores
+  std::string device = "cpu";          // where to compute: cpu, gpu, gpu:N (backend::parse_device)
   int64_t max_runtime_s = 0;           // 0: no limit
   std::string resume_from_checkpoint;  // "": start fresh; "auto": latest in output_dir; else a path
 

@@ -77,4 +77,15 @@ void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) {
   }
 }
 
+void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) {
+  const int64_t half = HD / 2;
+  std::vector<float> tmp(static_cast<size_t>(HD));
+  for (int64_t nh = 0; nh < N * H; ++nh) {
+    float* head = x + nh * HD;
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < 2; ++j) tmp[static_cast<size_t>(2 * i + j)] = head[j * half + i];
+    for (int64_t d = 0; d < HD; ++d) head[d] = tmp[static_cast<size_t>(d)];
+  }
+}
+
 }  // namespace medtune::ops

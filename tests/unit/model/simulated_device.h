@@ -17,6 +17,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "backend/backend.h"
 
@@ -86,6 +87,7 @@ class SimulatedDevice final : public backend::Backend {
     deallocate(it->second.p);
     resident_.erase(it);
   }
+  int64_t free_memory() const override { return int64_t{1} << 40; }
   int64_t resident_bytes() const override {
     int64_t n = 0;
     for (const auto& [host, copy] : resident_) n += static_cast<int64_t>(copy.bytes);
@@ -121,16 +123,17 @@ class SimulatedDevice final : public backend::Backend {
     dev("add_inplace", "x", x, f(n));
     cpu().add_inplace(y, x, n);
   }
-  void attention_forward(float* out, const float* q, const float* k, const float* v,
+  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          const uint8_t* key_valid, const int64_t* seg_start,
                          const ops::AttentionShape& s) override {
     dev("attention_forward", "out", out, f(s.B * s.T * s.NH * s.HD));
+    if (lse != nullptr) dev("attention_forward", "lse", lse, f(s.B * s.T * s.NH));
     dev("attention_forward", "q", q, f(s.B * s.T * s.NH * s.HD));
     dev("attention_forward", "k", k, f(s.B * s.Smax * s.NKV * s.HD));
     dev("attention_forward", "v", v, f(s.B * s.Smax * s.NKV * s.HD));
     if (key_valid != nullptr) dev("attention_forward", "key_valid", key_valid, static_cast<size_t>(s.B * s.Smax));
     if (seg_start != nullptr) dev("attention_forward", "seg_start", seg_start, static_cast<size_t>(s.B * s.T) * 8);
-    cpu().attention_forward(out, q, k, v, key_valid, seg_start, s);
+    cpu().attention_forward(out, lse, q, k, v, key_valid, seg_start, s);
   }
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
                       int64_t N) override {
@@ -147,6 +150,62 @@ class SimulatedDevice final : public backend::Backend {
   void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
     dev("undo_gguf_qk_permutation", "x", x, f(N * H * HD));
     cpu().undo_gguf_qk_permutation(x, N, H, HD);
+  }
+  void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
+    dev("redo_gguf_qk_permutation", "x", x, f(N * H * HD));
+    cpu().redo_gguf_qk_permutation(x, N, H, HD);
+  }
+  void rmsnorm_backward(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
+                        int64_t N, int64_t C) override {
+    dev("rmsnorm_backward", "dx", dx, f(N * C));
+    dev("rmsnorm_backward", "dy", dy, f(N * C));
+    dev("rmsnorm_backward", "x", x, f(N * C));
+    dev("rmsnorm_backward", "rstd", rstd, f(N));
+    cpu().rmsnorm_backward(dx, dy, x, vec(w, C), rstd, N, C);
+  }
+  void rope_backward(float* dx, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD) override {
+    dev("rope_backward", "dx", dx, f(N * H * HD));
+    dev("rope_backward", "cos", cos, f(N * HD / 2));
+    dev("rope_backward", "sin", sin, f(N * HD / 2));
+    cpu().rope_backward(dx, cos, sin, N, H, HD);
+  }
+  void swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up,
+                       int64_t n) override {
+    for (const auto& [name, p] : {std::pair<const char*, const float*>{"dgate", dgate}, {"dup", dup}, {"dh", dh},
+                                  {"gate", gate}, {"up", up}})
+      dev("swiglu_backward", name, p, f(n));
+    cpu().swiglu_backward(dgate, dup, dh, gate, up, n);
+  }
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                          const float* lse, const float* q, const float* k, const float* v,
+                          const uint8_t* key_valid, const int64_t* seg_start,
+                          const ops::AttentionShape& s) override {
+    const size_t qb = f(s.B * s.T * s.NH * s.HD), kb = f(s.B * s.Smax * s.NKV * s.HD);
+    dev("attention_backward", "dq", dq, qb);
+    dev("attention_backward", "dk", dk, kb);
+    dev("attention_backward", "dv", dv, kb);
+    dev("attention_backward", "dout", dout, qb);
+    // A GPU backward reads the forward's output and logsumexp: they must be there.
+    dev("attention_backward", "out", out, qb);
+    dev("attention_backward", "lse", lse, f(s.B * s.T * s.NH));
+    dev("attention_backward", "q", q, qb);
+    dev("attention_backward", "k", k, kb);
+    dev("attention_backward", "v", v, kb);
+    if (key_valid != nullptr) dev("attention_backward", "key_valid", key_valid, static_cast<size_t>(s.B * s.Smax));
+    if (seg_start != nullptr) dev("attention_backward", "seg_start", seg_start, static_cast<size_t>(s.B * s.T) * 8);
+    cpu().attention_backward(dq, dk, dv, dout, out, lse, q, k, v, key_valid, seg_start, s);
+  }
+  ops::LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const int64_t* targets,
+                                           int64_t N, int64_t V, float scale) override {
+    dev("cross_entropy_loss_backward", "dlogits", dlogits, f(N * V));
+    dev("cross_entropy_loss_backward", "logits", logits, f(N * V));
+    host_only("cross_entropy_loss_backward", "targets", targets);
+    return cpu().cross_entropy_loss_backward(dlogits, logits, targets, N, V, scale);
+  }
+  ops::LossSum cross_entropy_sum(const float* logits, const int64_t* targets, int64_t N, int64_t V) override {
+    dev("cross_entropy_sum", "logits", logits, f(N * V));
+    host_only("cross_entropy_sum", "targets", targets);
+    return cpu().cross_entropy_sum(logits, targets, N, V);
   }
   void gather_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
     host_only("gather_rows", "rows", rows);

@@ -5,7 +5,10 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/lora.h"
+#include "model/llama.h"
+#include "model/train_step.h"
 #include "train/memory_plan.h"
+#include "unit/model/simulated_device.h"
 
 namespace medtune::train {
 namespace {
@@ -52,6 +55,50 @@ TEST(MemoryPlan, TooLargeIsRefusedWithItsNumbers) {
     EXPECT_NE(msg.find("the run needs"), std::string::npos) << msg;
     EXPECT_NE(msg.find("micro_batch_size (4)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("gradient_checkpointing"), std::string::npos) << msg;
+  }
+}
+
+// On a device: the activations and keys/values the plan gives are what a training pass on a
+// device backend (unit/model/simulated_device.h) reports holding, with and without checkpointing,
+// and a plan beyond the device's free memory is refused naming it.
+TEST(MemoryPlan, DevicePlanMatchesWhatAPassOnADeviceHolds) {
+  static testing::SimulatedDevice device;  // outlives the per-thread scratch it holds
+  model::LlamaModel m(io::open_checkpoint(kFixture), model::WeightQuant::kNone, device);
+  for (const bool ckpt : {false, true}) {
+    auto cfg = config();
+    cfg.device = "gpu";
+    cfg.micro_batch_size = 2;
+    cfg.sequence_len = 8;
+    cfg.gradient_checkpointing = ckpt;
+    const auto shapes = model::lora_shapes(m.config(), lora_config(cfg));
+    const MemoryPlan plan = plan_memory(cfg, m.config(), shapes, 1000, 0);
+    ASSERT_TRUE(plan.on_device);
+    EXPECT_EQ(plan.shards, 1);
+    EXPECT_EQ(plan.device_weights, 1000);
+
+    auto lora = model::init_lora(m.config(), lora_config(cfg), 1);
+    model::TrainBatch b;
+    b.B = 2;
+    b.T = 8;
+    for (int i = 0; i < 16; ++i) {
+      b.ids.push_back(i + 1);
+      b.targets.push_back(i % 3 == 0 ? -100 : i + 2);
+    }
+    model::TrainOptions opt;
+    opt.gradient_checkpointing = ckpt;
+    const auto r = model::forward_backward(m, lora, b, opt);
+    EXPECT_EQ(static_cast<double>(r.peak_activation_bytes), plan.device_acts + plan.kv) << "checkpointing " << ckpt;
+
+    const std::string text = format_memory_plan(cfg, plan);
+    EXPECT_NE(text.find("device gpu memory plan"), std::string::npos) << text;
+    EXPECT_NO_THROW(refuse_if_too_large_on_device(cfg, plan, plan.device_total() + 1));
+    try {
+      refuse_if_too_large_on_device(cfg, plan, plan.device_total() / 2);
+      FAIL() << "no exception";
+    } catch (const BadInput& e) {
+      EXPECT_NE(std::string(e.what()).find("on device gpu"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("is free there"), std::string::npos) << e.what();
+    }
   }
 }
 

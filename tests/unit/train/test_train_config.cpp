@@ -410,6 +410,19 @@ TEST(TrainConfig, Overrides) {
             "through PyTorch)");
 }
 
+TEST(TrainConfig, DeviceKey) {
+  EXPECT_EQ(load_text(kMinimal).device, "cpu");
+  EXPECT_EQ(load_text(kMinimal + "device: gpu:1\n").device, "gpu:1");
+  EXPECT_EQ(load_text(kMinimal, {"device=gpu"}).device, "gpu");
+  EXPECT_EQ(error_of(kMinimal + "device: cuda\n"),
+            cfg_path() + ":5: device: 'cuda' is not a device; use cpu, gpu or gpu:N (N = 0, 1, ...)");
+  // LoRA dropout has no device kernel: refused at load, naming both keys.
+  const std::string e = error_of(kMinimal + "lora_dropout: 0.05\ndevice: gpu\n");
+  EXPECT_NE(e.find(cfg_path() + ":5: 'lora_dropout: 0.05' runs on the CPU only so far"), std::string::npos) << e;
+  EXPECT_NE(e.find("(" + cfg_path() + ":6)"), std::string::npos) << e;
+  EXPECT_EQ(load_text(kMinimal + "lora_dropout: 0.05\n").device, "cpu");
+}
+
 TEST(TrainConfig, ScalarForms) {
   EXPECT_EQ(load_text(kMinimal + "max_runtime: 12h\n").max_runtime_s, 43200);
   EXPECT_EQ(load_text(kMinimal + "max_runtime: 3600s\n").max_runtime_s, 3600);
