@@ -7,7 +7,9 @@
 //   backward, input  dx (N, cols)  (+)= dy (N, rows) · W
 //   backward, weight dW (rows, cols) (+)= dyᵀ (rows, N) · x (N, cols)   (LoRA factors, full FT)
 // `accumulate` adds into the output (β = 1) instead of overwriting it (β = 0; the output's old
-// contents are then never read, NaN bytes included). Calls are asynchronous on the handle's
+// contents are then never read, NaN bytes included). `alpha` scales the product:
+// output = alpha·product (+ output when accumulating), the BLAS's α (one more fp32 product per
+// element where alpha is not a power of two). Calls are asynchronous on the handle's
 // stream. fp32 arithmetic throughout: cuBLAS is put in CUBLAS_DEFAULT_MATH (no TF32), so the
 // error of each output is that of some order of a K-term fp32 sum (tests/gpu/cases_gemm.cpp).
 // Dimensions must fit the BLAS's int (Internal otherwise).
@@ -41,10 +43,29 @@ class Blas {
 };
 
 void linear_forward(const Blas& blas, float* y, const float* x, const float* w, int64_t N,
-                    int64_t rows, int64_t cols, bool accumulate = false);
+                    int64_t rows, int64_t cols, bool accumulate = false, float alpha = 1.0f);
 void linear_backward_input(const Blas& blas, float* dx, const float* dy, const float* w, int64_t N,
-                           int64_t rows, int64_t cols, bool accumulate = false);
+                           int64_t rows, int64_t cols, bool accumulate = false,
+                           float alpha = 1.0f);
 void linear_backward_weight(const Blas& blas, float* dw, const float* dy, const float* x, int64_t N,
-                            int64_t rows, int64_t cols, bool accumulate = true);
+                            int64_t rows, int64_t cols, bool accumulate = true,
+                            float alpha = 1.0f);
+
+// The general form, row-major with leading dimensions (cblas_sgemm's contract, for the backend's
+// gemm: strided sub-matrices such as one LoRA's slice of a stacked product):
+//   C (M, N) = alpha·op(A)·op(B) + beta·C,   op(A) (M, K), op(B) (K, N)
+// A is (M, lda) row-major, or (K, lda) when trans_a; likewise B; C is (M, ldc). beta = 0 never
+// reads C. K = 0 gives beta·C (zeros for beta = 0; C must then be dense, ldc = N).
+void gemm(const Blas& blas, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// The same with bf16 inputs (bit patterns, as f32_to_bf16 writes them) and an fp32 output,
+// products and sums in fp32 (cuBLAS/hipBLAS GemmEx, compute type 32F: tensor cores where the chip
+// has them). The bf16 path of the GPU backend: activations and weights rounded to bf16 once, the
+// product of two bf16 values exact in fp32, so the only rounding beyond the inputs' is the fp32
+// accumulation's (tests/gpu/cases_gemm.cpp).
+void gemm_bf16(const Blas& blas, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,
+               int64_t ldc);
 
 }  // namespace medtune::gpu

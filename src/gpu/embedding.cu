@@ -1,4 +1,9 @@
-// Embedding lookup and its gradient (ops.h).
+// Embedding lookup and its gradient (ops.h): from an fp32 table (embedding_forward/backward) and
+// from a stored table of any type gpu::dequantize decodes (embedding_rows, decode in gpu/decode.h).
+#include <string>
+
+#include "core/error.h"
+#include "gpu/decode.h"
 #include "gpu/launch.h"
 #include "gpu/ops.h"
 
@@ -32,7 +37,47 @@ __global__ void embedding_backward_kernel(float* dtable, const float* dout, cons
   }
 }
 
+// One thread per output element (grid-stride). out: (N, C)   table: V rows of row_bytes bytes,
+// each C elements of type T   ids: (N) int32. A bad id gives a quiet NaN, as embedding_forward.
+template <DType T>
+__global__ void embedding_rows_kernel(const uint8_t* table, const int32_t* ids, float* out,
+                                      int64_t N, int64_t C, int64_t V, int64_t row_bytes,
+                                      decode_detail::Nf4Code code) {
+  const int64_t total = N * C;
+  for (int64_t i = thread_index(); i < total; i += grid_threads()) {
+    const int64_t n = i / C, c = i % C;
+    const int64_t id = ids[n];
+    out[i] = (id >= 0 && id < V) ? decode_detail::decode<T>(table + id * row_bytes, c, code)
+                                 : __int_as_float(0x7fc00000);  // quiet NaN
+  }
+}
+
 }  // namespace
+
+void embedding_rows(DType t, const void* table, const int32_t* ids, float* out, int64_t N,
+                    int64_t C, int64_t V, const Stream& stream) {
+  if (!decode_detail::supported(t))
+    throw Internal("gpu::embedding_rows: " + std::string(dtype_name(t)) +
+                   " tables are not implemented on the GPU yet");
+  if (N < 0 || V < 0 || C < 0 || C % dtype_block_elems(t) != 0)
+    throw Internal("gpu::embedding_rows: row width C = " + std::to_string(C) +
+                   " is not a multiple of the " + std::string(dtype_name(t)) + " block size" +
+                   " (N = " + std::to_string(N) + ", V = " + std::to_string(V) + ")");
+  if (N * C == 0) return;
+  const auto* tb = static_cast<const uint8_t*>(table);
+  const int64_t rb = dtype_row_bytes(t, C);
+  const unsigned grid = blocks_for(N * C);
+  const gpuStream_t st = stream_of(stream);
+  const decode_detail::Nf4Code code =
+      t == DType::NF4 ? decode_detail::nf4_code() : decode_detail::Nf4Code{};
+  // One instantiation per type: the decode is resolved at compile time.
+  const auto launch = [&](auto type) {
+    embedding_rows_kernel<decltype(type)::value><<<grid, kThreads, 0, st>>>(tb, ids, out, N, C, V,
+                                                                            rb, code);
+  };
+  decode_detail::dispatch(t, launch);
+  GPU_CHECK_LAUNCH();
+}
 
 void embedding_forward(float* out, const float* table, const int64_t* ids, int64_t N, int64_t C,
                        int64_t V, const Stream& stream) {

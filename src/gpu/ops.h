@@ -33,6 +33,16 @@ void embedding_forward(float* out, const float* table, const int64_t* ids, int64
 // is bit-identical to the obvious CPU loop. Out-of-range ids are skipped.
 void embedding_backward(float* dtable, const float* dout, const int64_t* ids, int64_t N, int64_t C,
                         int64_t V, const Stream& stream);
+// The model's lookup from its stored table (model/llama.cpp: dequantize_row of row ids[n]):
+// out[n, :] = the C values of row ids[n] of a (V, C) table of type t, decoded to fp32.
+// table: V rows back to back, each dtype_row_bytes(t, C) bytes (core/dtype.h; for NF4 medtune's
+// row blocks, as gpu::dequantize)   ids: (N), int32 on the device   out: (N, C).
+// Types: those gpu::dequantize supports (dequantize_supported), bit-exact with
+// medtune::dequantize_row (nf4::dequantize_blocks for NF4); Internal otherwise, and when C is not a
+// multiple of t's block. An id outside [0, V) yields a row of NaNs, as embedding_forward (the CPU
+// model throws BadInput there: the caller validates ids on the host before upload).
+void embedding_rows(DType t, const void* table, const int32_t* ids, float* out, int64_t N,
+                    int64_t C, int64_t V, const Stream& stream);
 
 // ---- RMSNorm (ops::rmsnorm_forward / ops::rmsnorm_backward)
 // x, y: (N, C)   w: (C)   rstd: (N) or null
@@ -105,6 +115,32 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* lse, const float* q, const float* k, const float* v,
                         const uint8_t* key_valid, const int64_t* seg_start,
                         const ops::AttentionShape& s, const Stream& stream);
+
+// ---- elementwise and row moves of the forward pass (elementwise.cu). Each element's result is one
+// fp32 addition, one fp32 product or a copy: bit-identical to the plain CPU loop.
+// y += x (ops::add_inplace).   y, x: (n); x may be y.
+void add_inplace(float* y, const float* x, int64_t n, const Stream& stream);
+// y *= s.   y: (n)
+void scale_inplace(float* y, float s, int64_t n, const Stream& stream);
+// y[n, j] += bias[j].   y: (N, cols)   bias: (cols)
+void add_bias(float* y, const float* bias, int64_t N, int64_t cols, const Stream& stream);
+// dst[i, :] = src[rows[i], :].   dst: (M, C)   src: (any number of rows > every rows[i], C)
+// rows: (M), int64 on the device; each in range of src (not checked on the device: the caller
+// knows src's height). Repeated rows are fine. dst must not overlap src.
+void gather_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C,
+                 const Stream& stream);
+// dst[rows[i], :] = src[i, :].   src: (M, C)   dst: (any number of rows > every rows[i], C)
+// rows: (M), int64 on the device, each in range and all DISTINCT (two equal rows would race:
+// either value may win). Rows of dst not named are left as they are. dst must not overlap src.
+void scatter_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C,
+                  const Stream& stream);
+// In place, the CPU's ops::undo_gguf_qk_permutation (ops/ops.h): x (N, H, HD)
+// from GGUF's row order into Hugging Face's, per head: GGUF element h*HD + 2*i + j -> HF element
+// h*HD + j*(HD/2) + i.
+// HD even and <= 256 (Internal otherwise).
+void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD, const Stream& stream);
+// Its inverse, ops::redo_gguf_qk_permutation: HF order back into GGUF's (the backward pass).
+void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD, const Stream& stream);
 
 // ---- fp32 -> bf16 bits, round to nearest even (medtune::f32_to_bf16 in core/half.h, bit-exact for
 // every non-NaN input; a NaN stays a NaN, its payload bits are the vendor's).

@@ -163,6 +163,19 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes, const Strea
   GPU_CHECK(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDeviceToDevice, stream_of(stream)));
 }
 
+void copy_rows_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                  int64_t rows, int64_t cols, const Stream& stream) {
+  if (rows < 0 || cols < 0 || dst_stride < cols || src_stride < cols)
+    throw Internal("gpu::copy_rows_2d: " + std::to_string(rows) + " rows of " +
+                   std::to_string(cols) + " floats do not fit the strides (dst " +
+                   std::to_string(dst_stride) + ", src " + std::to_string(src_stride) + ")");
+  if (rows == 0 || cols == 0) return;
+  constexpr size_t f = sizeof(float);
+  GPU_CHECK(gpuMemcpy2DAsync(dst, static_cast<size_t>(dst_stride) * f, src,
+                             static_cast<size_t>(src_stride) * f, static_cast<size_t>(cols) * f,
+                             static_cast<size_t>(rows), gpuMemcpyDeviceToDevice, stream_of(stream)));
+}
+
 void copy_to_device_sync(void* dst_device, const void* src_host, size_t bytes,
                          const Stream& stream) {
   copy_to_device(dst_device, src_host, bytes, stream);

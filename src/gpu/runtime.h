@@ -90,6 +90,13 @@ void copy_to_host(void* dst_host, const void* src_device, size_t bytes, const St
 void copy_device_to_device(void* dst, const void* src, size_t bytes, const Stream& stream);
 void copy_to_device_sync(void* dst_device, const void* src_host, size_t bytes, const Stream& stream);
 void copy_to_host_sync(void* dst_host, const void* src_device, size_t bytes, const Stream& stream);
+// Strided device-to-device copy of fp32 rows: dst[r*dst_stride + c] = src[r*src_stride + c] for
+// r < rows, c < cols; the elements of dst between rows are left as they are. Strides and cols in
+// floats, cols <= each stride (Internal otherwise). E.g. appending a (B, T, KVD) key block into a
+// (B, Smax, KVD) cache at position `past`: copy_rows_2d(cache + past*KVD, Smax*KVD, k, T*KVD, B,
+// T*KVD, stream). dst and src must not overlap.
+void copy_rows_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                  int64_t rows, int64_t cols, const Stream& stream);
 // Sets `bytes` bytes to `value` (a byte).
 void fill_bytes(void* dst_device, int value, size_t bytes, const Stream& stream);
 

@@ -64,6 +64,7 @@ inline constexpr unsigned gpuStreamNonBlocking = cudaStreamNonBlocking;
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
 #define gpuMemcpyAsync cudaMemcpyAsync
+#define gpuMemcpy2DAsync cudaMemcpy2DAsync
 #define gpuMemsetAsync cudaMemsetAsync
 #define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
 #define gpuStreamDestroy cudaStreamDestroy
@@ -94,6 +95,7 @@ inline constexpr unsigned gpuStreamNonBlocking = hipStreamNonBlocking;
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
 #define gpuMemcpyAsync hipMemcpyAsync
+#define gpuMemcpy2DAsync hipMemcpy2DAsync
 #define gpuMemsetAsync hipMemsetAsync
 #define gpuStreamCreateWithFlags hipStreamCreateWithFlags
 #define gpuStreamDestroy hipStreamDestroy
@@ -238,6 +240,12 @@ inline constexpr gpublasOperation_t GPUBLAS_OP_T = CUBLAS_OP_T;
 #define gpublasDestroy cublasDestroy
 #define gpublasSetStream cublasSetStream
 #define gpublasSgemm cublasSgemm
+// bf16 inputs, fp32 output and accumulation (gemm_bf16).
+#define gpublasGemmEx cublasGemmEx
+inline constexpr cudaDataType_t GPUBLAS_R_16BF = CUDA_R_16BF;
+inline constexpr cudaDataType_t GPUBLAS_R_32F = CUDA_R_32F;
+inline constexpr cublasComputeType_t GPUBLAS_COMPUTE_32F = CUBLAS_COMPUTE_32F;
+inline constexpr cublasGemmAlgo_t GPUBLAS_GEMM_DEFAULT = CUBLAS_GEMM_DEFAULT;
 // Plain fp32 (no TF32 tensor cores): the op tests bound the error of an fp32 product.
 #define MEDTUNE_GPUBLAS_SET_FP32_MATH(handle) cublasSetMathMode((handle), CUBLAS_DEFAULT_MATH)
 #define MEDTUNE_GPUBLAS_LIBRARY "cuBLAS"
@@ -257,6 +265,13 @@ inline constexpr gpublasOperation_t GPUBLAS_OP_T = HIPBLAS_OP_T;
 #define gpublasDestroy hipblasDestroy
 #define gpublasSetStream hipblasSetStream
 #define gpublasSgemm hipblasSgemm
+// bf16 inputs, fp32 output and accumulation (gemm_bf16). The pre-V2 signature: the compute type is
+// a hipblasDatatype_t (ROCm 5 and 6 without HIPBLAS_V2).
+#define gpublasGemmEx hipblasGemmEx
+inline constexpr hipblasDatatype_t GPUBLAS_R_16BF = HIPBLAS_R_16B;
+inline constexpr hipblasDatatype_t GPUBLAS_R_32F = HIPBLAS_R_32F;
+inline constexpr hipblasDatatype_t GPUBLAS_COMPUTE_32F = HIPBLAS_R_32F;
+inline constexpr hipblasGemmAlgo_t GPUBLAS_GEMM_DEFAULT = HIPBLAS_GEMM_DEFAULT;
 // hipBLAS's fp32 GEMM is plain fp32 on CDNA (no reduced-precision mode to turn off).
 #define MEDTUNE_GPUBLAS_SET_FP32_MATH(handle) HIPBLAS_STATUS_SUCCESS
 #define MEDTUNE_GPUBLAS_LIBRARY "hipBLAS"

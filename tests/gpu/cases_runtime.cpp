@@ -43,6 +43,42 @@ void register_runtime_cases(Registry& r) {
     c.record(empty.data() == nullptr, "a 0-byte buffer holds no memory");
   });
 
+  // copy_rows_2d: rows of a block into a strided destination (the KV-cache append). The rest of
+  // the destination (other positions, the other rows' tails) must keep its values. Bit-exact (a
+  // copy). Shapes: (B, T, KVD) appended at `past` into (B, Smax, KVD).
+  const auto copy_2d_case = [&r](int64_t B, int64_t T, int64_t KVD, int64_t Smax, int64_t past,
+                                 bool quick) {
+    const std::string dims =
+        shape({{"B", B}, {"T", T}, {"KVD", KVD}, {"Smax", Smax}, {"past", past}});
+    r.add("runtime/copy_rows_2d/" + dims, quick, [=](Checks& c, const gpu::Stream& s) {
+      const std::vector<float> k = random_normals(static_cast<size_t>(B * T * KVD), 2);
+      std::vector<float> cache = random_normals(static_cast<size_t>(B * Smax * KVD), 3);
+      GuardedDevice<float> d_k(k, s), d_cache(cache, s);
+      gpu::copy_rows_2d(d_cache.data() + past * KVD, Smax * KVD, d_k.data(), T * KVD, B,
+                        T * KVD, s);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t e = 0; e < T * KVD; ++e)
+          cache[static_cast<size_t>(b * Smax * KVD + past * KVD + e)] =
+              k[static_cast<size_t>(b * T * KVD + e)];
+      const std::vector<float> got = d_cache.download(s);
+      c.guards("cache", d_cache, s);
+      c.bit_exact("cache", got, cache);
+    });
+  };
+  copy_2d_case(1, 1, 1, 1, 0, true);
+  copy_2d_case(3, 5, 33, 17, 7, true);           // odd sizes, appended in the middle
+  copy_2d_case(2, 4, 40, 10, 6, true);           // up to the cache's end
+  copy_2d_case(8, 512, 1024, 2048, 100, false);  // Llama-3-8B: 8 kv heads of 128
+  r.add("runtime/copy_rows_2d/bad_stride_throws", true, [](Checks& c, const gpu::Stream& s) {
+    bool threw = false;
+    try {
+      gpu::copy_rows_2d(nullptr, 10, nullptr, 20, 2, 11, s);
+    } catch (const Internal&) {
+      threw = true;
+    }
+    c.record(threw, "cols wider than the destination stride throws Internal");
+  });
+
   // Errors become medtune::Internal naming the call, file and line (check.h).
   r.add("runtime/errors", true, [](Checks& c, const gpu::Stream&) {
     std::string msg;

@@ -4,7 +4,11 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <random>
+
+#include "core/nf4.h"
+#include "core/quant.h"
 
 namespace medtune::gpu_test {
 
@@ -105,6 +109,59 @@ std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
   std::vector<uint8_t> v(n);
   for (uint8_t& b : v) b = static_cast<uint8_t>(rng() & 0xFF);
   return v;
+}
+
+namespace {
+
+// Random f16 bits that are finite (exponent != 31), subnormals included.
+uint16_t finite_f16(uint16_t bits) { return ((bits >> 10) & 0x1F) == 0x1F ? static_cast<uint16_t>(bits & 0xBFFF) : bits; }
+uint16_t finite_bf16(uint16_t bits) { return ((bits >> 7) & 0xFF) == 0xFF ? static_cast<uint16_t>(bits & 0xBFFF) : bits; }
+
+void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+uint16_t get_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+}  // namespace
+
+std::vector<uint8_t> random_stored(DType t, int64_t n, uint64_t seed) {
+  std::vector<uint8_t> b = random_bytes(static_cast<size_t>(dtype_row_bytes(t, n)), seed);
+  switch (t) {
+    case DType::F16:
+      for (size_t i = 0; i < b.size(); i += 2) put_u16(&b[i], finite_f16(get_u16(&b[i])));
+      break;
+    case DType::BF16:
+      for (size_t i = 0; i < b.size(); i += 2) put_u16(&b[i], finite_bf16(get_u16(&b[i])));
+      break;
+    case DType::Q8_0:
+    case DType::Q4_0:
+      for (size_t i = 0; i < b.size(); i += static_cast<size_t>(dtype_block_bytes(t)))
+        put_u16(&b[i], finite_f16(get_u16(&b[i])));
+      break;
+    case DType::Q4_1:
+      for (size_t i = 0; i < b.size(); i += 20) {
+        put_u16(&b[i], finite_f16(get_u16(&b[i])));
+        put_u16(&b[i + 2], finite_f16(get_u16(&b[i + 2])));
+      }
+      break;
+    case DType::NF4:
+      for (size_t i = 0; i < b.size(); i += static_cast<size_t>(nf4::kRowBlockBytes)) {
+        const float absmax = static_cast<float>(b[i + 1] + 1) / 64.0f;  // positive, as bnb's
+        std::memcpy(&b[i], &absmax, 4);
+      }
+      break;
+    default: break;
+  }
+  return b;
+}
+
+void decode_row_ref(DType t, const uint8_t* src, float* dst, int64_t n) {
+  if (t == DType::NF4)
+    nf4::dequantize_blocks_scalar(src, dst, n);
+  else
+    dequantize_row(t, src, dst, n);
 }
 
 std::string shape(std::initializer_list<std::pair<const char*, int64_t>> dims) {

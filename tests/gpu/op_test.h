@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "gpu/runtime.h"
 
 namespace medtune::gpu_test {
@@ -54,6 +55,7 @@ void register_dequantize_cases(Registry& r);
 void register_convert_cases(Registry& r);
 void register_attention_cases(Registry& r);
 void register_gemm_cases(Registry& r);
+void register_elementwise_cases(Registry& r);
 void register_all_cases(Registry& r);
 
 // --------------------------------------------------------------------------------- running
@@ -145,6 +147,13 @@ class Checks {
 std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
 std::vector<float> random_normals(size_t n, uint64_t seed, float stddev = 1.0f);
 std::vector<uint8_t> random_bytes(size_t n, uint64_t seed);
+// n elements of stored type t (dtype_row_bytes(t, n) bytes, n a multiple of t's block): random
+// bytes, then every scale field (and, for F16/BF16, every value) made finite, since a NaN scale
+// gives NaN outputs whose payload bits the vendors do not promise to keep. F32 stays raw bytes.
+std::vector<uint8_t> random_stored(DType t, int64_t n, uint64_t seed);
+// The CPU's decode of n elements of type t: medtune::dequantize_row (core/quant.h), or
+// nf4::dequantize_blocks_scalar (core/nf4.h) for NF4, which dequantize_row does not take.
+void decode_row_ref(DType t, const uint8_t* src, float* dst, int64_t n);
 
 std::string shape(std::initializer_list<std::pair<const char*, int64_t>> dims);
 

@@ -30,6 +30,28 @@ typedef enum {
 
 typedef enum { HIPBLAS_OP_N = 111, HIPBLAS_OP_T = 112, HIPBLAS_OP_C = 113 } hipblasOperation_t;
 
+typedef enum {
+  HIPBLAS_R_16F = 150,
+  HIPBLAS_R_32F = 151,
+  HIPBLAS_R_64F = 152,
+  HIPBLAS_C_16F = 153,
+  HIPBLAS_C_32F = 154,
+  HIPBLAS_C_64F = 155,
+  HIPBLAS_R_8I = 160,
+  HIPBLAS_R_8U = 161,
+  HIPBLAS_R_32I = 162,
+  HIPBLAS_R_32U = 163,
+  HIPBLAS_C_8I = 164,
+  HIPBLAS_C_8U = 165,
+  HIPBLAS_C_32I = 166,
+  HIPBLAS_C_32U = 167,
+  HIPBLAS_R_16B = 168,
+  HIPBLAS_C_16B = 169,
+  HIPBLAS_DATATYPE_INVALID = 255
+} hipblasDatatype_t;
+
+typedef enum { HIPBLAS_GEMM_DEFAULT = 160 } hipblasGemmAlgo_t;
+
 hipblasStatus_t hipblasCreate(hipblasHandle_t* handle);
 hipblasStatus_t hipblasDestroy(hipblasHandle_t handle);
 hipblasStatus_t hipblasSetStream(hipblasHandle_t handle, hipStream_t streamId);
@@ -37,6 +59,12 @@ hipblasStatus_t hipblasSgemm(hipblasHandle_t handle, hipblasOperation_t transA,
                              hipblasOperation_t transB, int m, int n, int k, const float* alpha,
                              const float* AP, int lda, const float* BP, int ldb, const float* beta,
                              float* CP, int ldc);
+hipblasStatus_t hipblasGemmEx(hipblasHandle_t handle, hipblasOperation_t transA,
+                              hipblasOperation_t transB, int m, int n, int k, const void* alpha,
+                              const void* A, hipblasDatatype_t aType, int lda, const void* B,
+                              hipblasDatatype_t bType, int ldb, const void* beta, void* C,
+                              hipblasDatatype_t cType, int ldc, hipblasDatatype_t computeType,
+                              hipblasGemmAlgo_t algo);
 
 #ifdef __cplusplus
 }
