@@ -87,6 +87,13 @@ message(STATUS "GPU backend: ${MEDTUNE_GPU} (${MEDTUNE_GPU_LANG}; architectures 
   "${CMAKE_${MEDTUNE_GPU_LANG}_ARCHITECTURES})")
 
 if(NOT MEDTUNE_GPU_STANDALONE)
+  # The GPU backend under the model (backend/backend.h): plain C++ over medtune_gpu, linked into
+  # medtune_backend, whose registry then creates it for --device gpu (MEDTUNE_WITH_GPU comes with
+  # medtune_gpu). Not in the standalone test build, which has no model.
+  add_library(medtune_gpu_backend STATIC "${MEDTUNE_GPU_ROOT}/src/gpu/gpu_backend.cpp")
+  target_link_libraries(medtune_gpu_backend PUBLIC medtune_gpu medtune_deps)
+  medtune_set_warnings(medtune_gpu_backend)
+  target_link_libraries(medtune_backend PUBLIC medtune_gpu_backend)
   add_subdirectory("${MEDTUNE_GPU_ROOT}/tests/gpu" "${CMAKE_BINARY_DIR}/tests/gpu")
   # `medtune doctor` lists this backend's devices and runs the op tests on each: the op-test
   # library brings medtune_gpu and MEDTUNE_WITH_GPU=1 (apps/medtune/cmd_doctor.cpp).

@@ -36,6 +36,7 @@ namespace {
 struct EvalArgs {
   std::string base_quant = "none";  // --base-quant: see model::WeightQuant
   std::string device = "cpu";       // --device: backend::parse_device
+  std::string precision = "auto";   // --precision: backend::parse_precision
   std::string model, data, adapter, out = "runs/eval", format = "lm_eval", scoring = "letter";
   std::string system_prompt = eval::kDefaultSystemPrompt, prompt_template, fewshot_pool;
   int fewshot = 0;
@@ -66,7 +67,8 @@ void run_eval(const EvalArgs& a) {
   // Where the report goes is checked before minutes of scoring, not after (and created only
   // when there is a report to write).
   io::check_output_dir(a.out, "--out");
-  backend::Backend& be = backend::for_device(backend::parse_device(a.device, "--device"));
+  const backend::Device device = backend::parse_device(a.device, "--device");
+  backend::Backend& be = backend::for_device(device, backend::parse_precision(a.precision, device, "--precision"));
   const auto t0 = std::chrono::steady_clock::now();
   eval::McqSet set = eval::read_mcq_jsonl(a.data, a.skip_invalid);
   if (a.limit > 0 && static_cast<int64_t>(set.items.size()) > a.limit) set.items.resize(static_cast<size_t>(a.limit));
@@ -136,6 +138,7 @@ void run_eval(const EvalArgs& a) {
   prov["medtune_version"] = MEDTUNE_VERSION;
   prov["device"] = be.device().str();
   prov["backend"] = be.describe();
+  prov["precision"] = backend::precision_name(be.precision());
   prov["threads"] = omp_get_max_threads();
   prov["seconds"] = seconds;
   prov["questions_per_second"] = static_cast<double>(results.size()) / seconds;
@@ -174,6 +177,8 @@ void add_eval_command(CLI::App& app) {
                   "Quantize the base's block linears at load: none | nf4 (bitsandbytes NF4, as QLoRA)")
       ->capture_default_str();
   cmd->add_option("--device", a->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")
+      ->capture_default_str();
+  cmd->add_option("--precision", a->precision, "Linear layers' arithmetic: fp32 | bf16 | auto (bf16 on a GPU)")
       ->capture_default_str();
   cmd->add_option("--out", a->out, "Directory for report.json, report.html, predictions.jsonl")->capture_default_str();
   cmd->add_option("--format", a->format, "Prompt format: lm_eval | chat | custom")->capture_default_str();

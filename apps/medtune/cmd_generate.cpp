@@ -1,5 +1,5 @@
 // medtune generate MODEL -p TEXT [--chat] [--system S] [--adapter DIR] [-n N] [--temperature T] [--top-k K]
-//                  [--top-p P] [--seed S] [--device cpu|gpu|gpu:N]
+//                  [--top-p P] [--seed S] [--device cpu|gpu|gpu:N] [--precision fp32|bf16|auto]
 // Streams the answer to stdout as it is produced, never splitting a UTF-8 character.
 #include <iostream>
 #include <memory>
@@ -24,6 +24,7 @@ void add_generate_command(CLI::App& app) {
     std::string model, prompt, system, adapter;
     std::string base_quant = "none";  // --base-quant: see model::WeightQuant
     std::string device = "cpu";       // --device: backend::parse_device
+    std::string precision = "auto";   // --precision: backend::parse_precision
     bool chat = false, check_tensors = false;
     int64_t max_new_tokens = 128, ctx_size = 0;
     model::SamplingParams sampling;
@@ -40,6 +41,8 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", args->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")
       ->capture_default_str();
+  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | auto (bf16 on a GPU)")
+      ->capture_default_str();
   cmd->add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate at most (capped by the context length)")->check(integer_in(1));
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy (default)")->check(number_in(0, 100));
   cmd->add_option("--top-k", args->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->check(integer_in(0, INT32_MAX));
@@ -52,6 +55,7 @@ void add_generate_command(CLI::App& app) {
                 "Check every weight for NaN/Inf before generating (reads the whole model once)");
   cmd->callback([args] {
     const backend::Device device = backend::parse_device(args->device, "--device");
+    const backend::Precision precision = backend::parse_precision(args->precision, device, "--precision");
     if (!args->system.empty() && !args->chat)
       throw BadInput("--system is a chat message: it needs --chat (without it the prompt is plain text)");
     for (const auto& [name, text] : {std::pair<const char*, const std::string*>{"--prompt", &args->prompt},
@@ -94,7 +98,7 @@ void add_generate_command(CLI::App& app) {
       }
     }
     if (args->check_tensors) model::check_weights_finite(ckpt);
-    backend::Backend& be = backend::for_device(device);
+    backend::Backend& be = backend::for_device(device, precision);
     model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"), be);
     const auto lora = attach_adapter(model, args->adapter);
     model::GenerateOptions opt;

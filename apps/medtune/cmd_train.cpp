@@ -123,6 +123,7 @@ void add_train_command(CLI::App& app) {
     bool check_tensors = true;
     std::string max_runtime;  // overrides max_runtime
     std::string device;       // overrides device
+    std::string precision;    // overrides precision
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Fine-tune a LoRA adapter from an axolotl-style YAML config");
@@ -140,11 +141,14 @@ void add_train_command(CLI::App& app) {
                 "Check every base weight for NaN/Inf before training (default: on; one pass over the model)");
   cmd->add_option("--device", args->device,
                   "Where to compute: cpu | gpu | gpu:N (the config key device; a GPU build, docs/gpu.md)");
+  cmd->add_option("--precision", args->precision,
+                  "Linear layers' arithmetic: fp32 | bf16 | auto (bf16 on a GPU; the config key precision)");
   cmd->add_option("--max-runtime", args->max_runtime,
                   "Save a checkpoint and exit 0 after this long (12h, 90m, 3600s or seconds)");
   cmd->callback([args] {
     std::vector<std::string> overrides = args->overrides;
     if (!args->device.empty()) overrides.push_back("device=" + args->device);  // last: wins
+    if (!args->precision.empty()) overrides.push_back("precision=" + args->precision);
     train::TrainConfig cfg = train::load_train_config(args->config, overrides);
     if (!args->max_runtime.empty()) {
       const auto s = train::parse_duration_s(args->max_runtime);
@@ -217,7 +221,8 @@ void add_train_command(CLI::App& app) {
     }
 
     train::refuse_if_too_large(cfg, memory, train::available_memory_bytes());
-    backend::Backend& be = backend::for_device(backend::parse_device(cfg.device, "device"));
+    const backend::Device device = backend::parse_device(cfg.device, "device");
+    backend::Backend& be = backend::for_device(device, backend::parse_precision(cfg.precision, device, "precision"));
     train::refuse_if_too_large_on_device(cfg, memory, static_cast<double>(be.free_memory()));
     if (args->check_tensors) model::check_weights_finite(ckpt);
     // QLoRA (adapter: qlora / load_in_4bit / base_quant: nf4): the block linears become NF4 here

@@ -36,6 +36,9 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual Device device() const = 0;
+  // The arithmetic of linear_forward and linear_backward_input (device.h); every other op, the
+  // general gemm (adapters) included, is fp32.
+  virtual Precision precision() const = 0;
   // One line for logs and reports: "cpu (OpenBLAS 0.3.21, 2 threads)", "cuda:0 NVIDIA H200 ...".
   virtual std::string describe() const = 0;
 
@@ -60,6 +63,9 @@ class Backend {
   virtual int64_t resident_bytes() const = 0;
   // Bytes free in the device's own memory now; 0 for the CPU (host memory: see train/memory_plan.h).
   virtual int64_t free_memory() const = 0;
+  // The most device memory this backend has held at once (resident weights, live buffers and its
+  // cache of freed ones), for benchmarks and flat-memory checks; 0 for the CPU.
+  virtual int64_t peak_bytes() const = 0;
 
   // ---- ops (semantics, shapes and aliasing as the CPU ops named in each comment)
   // x (N, C) = rows ids[n] of `table` (V, C) in its stored dtype, dequantized. ids: host, checked
@@ -126,10 +132,11 @@ class Backend {
 // calling thread's, so row shards may call it from several threads at once).
 Backend& cpu();
 
-// The backend for `d`: the CPU one, or the GPU backend of this build for device d.index, created
-// on first use and kept for the life of the process. BadInput when this build has no GPU backend
-// (naming how to build one) or the device does not exist.
-Backend& for_device(const Device& d);
+// The backend for `d` computing at `p`: the CPU one, or the GPU backend of this build for device
+// d.index, created on first use and kept for the life of the process (one per device and
+// precision). BadInput when this build has no GPU backend (naming how to build one), the device
+// does not exist, or the CPU is asked for bf16 (not there yet: issue #17).
+Backend& for_device(const Device& d, Precision p = Precision::kFp32);
 
 // Whether this build has a GPU backend compiled in, and its name ("cuda", "hip") or "".
 bool gpu_compiled();

@@ -34,6 +34,7 @@ int blas_int(int64_t v, const char* what) {
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return {}; }
+  Precision precision() const override { return Precision::kFp32; }
 
   std::string describe() const override {
     int threads = 1;
@@ -70,6 +71,7 @@ class CpuBackend final : public Backend {
   void forget(const void*) override {}
   int64_t resident_bytes() const override { return 0; }
   int64_t free_memory() const override { return 0; }
+  int64_t peak_bytes() const override { return 0; }
 
   void embedding(float* x, const ops::StoredMatrix& table, const int32_t* ids, int64_t N) override {
     for (int64_t n = 0; n < N; ++n) dequantize_row(table.dtype, table.row(ids[n]), x + n * table.cols, table.cols);

@@ -20,4 +20,13 @@ struct Device {
 // forms otherwise.
 Device parse_device(const std::string& s, const std::string& what);
 
+// The arithmetic of the large matrix products (`--precision`, config key `precision`):
+//   fp32  fp32 inputs and accumulation: what matches transformers in fp32 (the CPU's only mode);
+//   bf16  inputs rounded to bf16, products and sums in fp32 (tensor cores on a GPU); adapters,
+//         gradients and optimizer state stay fp32.
+enum class Precision { kFp32, kBf16 };
+const char* precision_name(Precision p);  // "fp32", "bf16"
+// "fp32", "bf16", or "auto": bf16 on a GPU, fp32 on the CPU. BadInput naming `what` otherwise.
+Precision parse_precision(const std::string& s, const Device& d, const std::string& what);
+
 }  // namespace medtune::backend

@@ -8,8 +8,9 @@
 
 namespace medtune::backend {
 
-// The backend of GPU `index` (BadInput when there is no such device).
-std::unique_ptr<Backend> make_gpu_backend(int index);
+// The backend of GPU `index` computing its linear layers at `p` (BadInput when there is no such
+// device).
+std::unique_ptr<Backend> make_gpu_backend(int index, Precision p);
 // "cuda" or "hip".
 const char* gpu_toolkit_name();
 

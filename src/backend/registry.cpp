@@ -3,6 +3,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "backend/backend.h"
 #include "core/error.h"
@@ -29,14 +31,19 @@ const char* gpu_backend_name() {
 #endif
 }
 
-Backend& for_device(const Device& d) {
-  if (d.is_cpu()) return cpu();
+Backend& for_device(const Device& d, Precision p) {
+  if (d.is_cpu()) {
+    if (p != Precision::kFp32)
+      throw BadInput(std::string("precision ") + precision_name(p) +
+                     " runs on a GPU only so far (the CPU computes in fp32): use precision fp32 with device cpu");
+    return cpu();
+  }
 #if defined(MEDTUNE_WITH_GPU)
   static std::mutex mutex;
-  static std::map<int, std::unique_ptr<Backend>> gpus;
+  static std::map<std::pair<int, Precision>, std::unique_ptr<Backend>> gpus;
   const std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<Backend>& slot = gpus[d.index];
-  if (!slot) slot = make_gpu_backend(d.index);
+  std::unique_ptr<Backend>& slot = gpus[{d.index, p}];
+  if (!slot) slot = make_gpu_backend(d.index, p);
   return *slot;
 #else
   throw BadInput("device " + d.str() +

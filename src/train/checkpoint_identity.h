@@ -32,9 +32,9 @@ struct RunIdentity {
 // The resolved config without the keys that may change between the slices of one run: where
 // things are (base_model, dataset paths, output_dir: the model and data are identified by content),
 // how often to save, log or evaluate (save_steps, save_total_limit, logging_steps, eval_steps: they
-// never touch the weights), max_runtime, resume_from_checkpoint, and num_threads and device (a
-// resume may move to another machine; the trainer warns that bit-exactness needs the same thread
-// count, and a device computes the same fp32 steps to rounding, not bit for bit).
+// never touch the weights), max_runtime, resume_from_checkpoint, and num_threads, device and
+// precision (a resume may move to another machine; the trainer warns that bit-exactness needs the
+// same thread count; another device or precision computes the same steps to rounding).
 nlohmann::json training_relevant_config(const TrainConfig& cfg);
 
 // The file names of io::model_files(base_model) (a .gguf, or an HF directory's files).

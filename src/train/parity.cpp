@@ -64,6 +64,13 @@ double causal_lm_loss(const std::vector<float>& logits, const std::vector<int64_
 
 }  // namespace
 
+ParityTolerances bf16_tolerances(int64_t num_layers) {
+  ParityTolerances t;
+  t.logits_rel = std::ldexp(1.0, -8) * static_cast<double>(2 * num_layers + 1) * 2.0;
+  t.loss_rel = t.logits_rel;
+  return t;
+}
+
 ParityResult check_parity(const std::string& dir, const ParityTolerances& tol, backend::Backend& be) {
   const auto ref = io::read_safetensors(dir + "/reference.safetensors");
   const auto meta = read_json(dir + "/meta.json");
@@ -101,6 +108,7 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol, b
   nlohmann::json r;
   r["fixture"] = dir;
   r["device"] = be.device().str();
+  r["precision"] = backend::precision_name(be.precision());
   r["backend"] = be.describe();
   const double logit_err = unpadded_logit_error(logits, base_ref);
   r["base_logits_max_rel_error"] = logit_err;

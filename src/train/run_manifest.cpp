@@ -27,6 +27,7 @@ nlohmann::json make_run_inputs(const TrainConfig& cfg, const RunIdentity& identi
       {"medtune_version", MEDTUNE_VERSION},
       {"backend", cfg.device == "cpu" ? std::string("cpu") : "gpu (" + std::string(backend::gpu_backend_name()) + ")"},
       {"device", cfg.device},
+      {"precision", cfg.precision},
       {"threads", threads},
       {"seed", cfg.seed},
       {"base_model", {{"path", cfg.base_model}, {"files", model_files}}},

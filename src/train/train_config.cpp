@@ -429,6 +429,16 @@ const std::vector<KnownKey>& known_keys() {
          }
          c.device = s;
        }},
+      {"precision",
+       [](C& c, const Entry& e) {
+         const std::string s = read_string(e, e.value);
+         try {
+           backend::parse_precision(s, {}, "precision");
+         } catch (const BadInput& x) {
+           fail_at(e.where(e.value), x.what());
+         }
+         c.precision = s;
+       }},
       {"max_runtime", [](C& c, const Entry& e) { c.max_runtime_s = read_duration(e); }},
       {"resume_from_checkpoint",
        [](C& c, const Entry& e) {
@@ -717,6 +727,10 @@ class ConfigBuilder {
     c.load_in_4bit = qlora;
     c.base_quant = qlora ? BaseQuant::kNf4 : BaseQuant::kNone;
 
+    if (c.device == "cpu" && c.precision == "bf16")
+      fail_at(where_or(set_entry("precision"), path),
+              "'precision: bf16' runs on a GPU only so far (the CPU computes in fp32); set device: gpu or "
+              "precision: fp32");
     // LoRA dropout has no device kernel yet (model/lora_linear.cpp): refused here, not at step 1.
     if (c.device != "cpu" && c.lora_dropout > 0)
       fail_at(where_or(set_entry("lora_dropout"), path),
@@ -903,6 +917,7 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
   j["logging_steps"] = c.logging_steps;
   j["num_threads"] = c.num_threads;
   j["device"] = c.device;
+  j["precision"] = c.precision;
   j["max_runtime"] = optional(c.max_runtime_s > 0 ? std::to_string(c.max_runtime_s) + "s" : "");
   j["resume_from_checkpoint"] = optional(c.resume_from_checkpoint);
   return j;

@@ -94,6 +94,7 @@ struct TrainConfig {
   int64_t logging_steps = 1;
   int64_t num_threads = 0;             // 0: all cores
   std::string device = "cpu";          // where to compute: cpu, gpu, gpu:N (backend::parse_device)
+  std::string precision = "auto";      // fp32, bf16, auto (bf16 on a GPU): backend::parse_precision
   int64_t max_runtime_s = 0;           // 0: no limit
   std::string resume_from_checkpoint;  // "": start fresh; "auto": latest in output_dir; else a path
 

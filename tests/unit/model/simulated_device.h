@@ -29,6 +29,7 @@ class SimulatedDevice final : public backend::Backend {
     for (auto& [host, copy] : resident_) std::free(copy.p);
   }
   backend::Device device() const override { return {backend::DeviceKind::kGpu, 7}; }
+  backend::Precision precision() const override { return backend::Precision::kFp32; }
   std::string describe() const override { return "simulated device (CPU arithmetic)"; }
 
   void* allocate(size_t bytes) override {
@@ -88,6 +89,7 @@ class SimulatedDevice final : public backend::Backend {
     resident_.erase(it);
   }
   int64_t free_memory() const override { return int64_t{1} << 40; }
+  int64_t peak_bytes() const override { return 0; }
   int64_t resident_bytes() const override {
     int64_t n = 0;
     for (const auto& [host, copy] : resident_) n += static_cast<int64_t>(copy.bytes);

@@ -55,6 +55,27 @@ TEST(Device, ParsesTheAcceptedFormsAndNamesTheOthers) {
   }
 }
 
+TEST(Device, PrecisionAutoIsBf16OnAGpuAndTheCpuRefusesBf16) {
+  const backend::Device cpu{}, gpu{backend::DeviceKind::kGpu, 0};
+  EXPECT_EQ(backend::parse_precision("auto", cpu, "--precision"), backend::Precision::kFp32);
+  EXPECT_EQ(backend::parse_precision("auto", gpu, "--precision"), backend::Precision::kBf16);
+  EXPECT_EQ(backend::parse_precision("fp32", gpu, "--precision"), backend::Precision::kFp32);
+  try {
+    backend::parse_precision("fp16", cpu, "--precision");
+    ADD_FAILURE() << "accepted fp16";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("--precision: 'fp16' is not a precision; use fp32, bf16 or auto"),
+              std::string::npos) << e.what();
+  }
+  try {
+    backend::for_device(cpu, backend::Precision::kBf16);
+    ADD_FAILURE() << "the CPU backend claimed bf16";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("precision bf16 runs on a GPU only so far"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(backend::cpu().precision(), backend::Precision::kFp32);
+}
+
 TEST(Device, RegistryGivesTheCpuAndExplainsAMissingGpuBackend) {
   EXPECT_EQ(&backend::for_device({}), &backend::cpu());
   if (backend::gpu_compiled()) GTEST_SKIP() << "this build has a GPU backend";

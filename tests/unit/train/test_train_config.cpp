@@ -421,6 +421,13 @@ TEST(TrainConfig, DeviceKey) {
   EXPECT_NE(e.find(cfg_path() + ":5: 'lora_dropout: 0.05' runs on the CPU only so far"), std::string::npos) << e;
   EXPECT_NE(e.find("(" + cfg_path() + ":6)"), std::string::npos) << e;
   EXPECT_EQ(load_text(kMinimal + "lora_dropout: 0.05\n").device, "cpu");
+  // precision: auto by default; bf16 needs a GPU.
+  EXPECT_EQ(load_text(kMinimal).precision, "auto");
+  EXPECT_EQ(load_text(kMinimal + "device: gpu\nprecision: bf16\n").precision, "bf16");
+  EXPECT_EQ(error_of(kMinimal + "precision: half\n"),
+            cfg_path() + ":5: precision: 'half' is not a precision; use fp32, bf16 or auto (bf16 on a GPU, fp32 on the CPU)");
+  EXPECT_NE(error_of(kMinimal + "precision: bf16\n").find(cfg_path() + ":5: 'precision: bf16' runs on a GPU only so far"),
+            std::string::npos);
 }
 
 TEST(TrainConfig, ScalarForms) {

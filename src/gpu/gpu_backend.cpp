@@ -1,0 +1,401 @@
+// The GPU backend (backend/backend.h) over the kernels of src/gpu/: plain C++ (no vendor header),
+// compiled in -DMEDTUNE_GPU=cuda|hip builds only (cmake/gpu.cmake), the same file for CUDA and HIP.
+//
+// NEVER RUN ON A GPU YET: compiled and linked for sm_80/sm_90 and gfx90a only (docs/gpu.md).
+//
+// Weights stay resident in their stored dtype and are dequantized a chunk of rows at a time into a
+// workspace just before each GEMM (never a full fp32 copy of a quantized matrix). The linear
+// layers' GEMMs (linear_forward, linear_backward_input: the base weights, the lm_head) run at the
+// backend's precision: fp32 through cuBLAS/hipBLAS SGEMM (no TF32), or bf16: the activations and
+// the weight chunk rounded to bf16 (a BF16 checkpoint's weights read as stored, no conversion),
+// products and sums in fp32 (GemmEx). Everything else, the adapters' GEMMs included, is fp32.
+// Every call is queued on one stream; host-side index lists are staged into device memory on it.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/gpu_factory.h"
+#include "core/error.h"
+#include "gpu/blas.h"
+#include "gpu/ops.h"
+#include "gpu/runtime.h"
+
+namespace medtune::backend {
+
+namespace {
+
+// Weight elements dequantized per GEMM (64 MiB of fp32): whole projections of a 7B model (4096 x
+// 11008 = 45M) in one piece, a 128256-row lm_head in ~8.
+constexpr int64_t kChunkElems = int64_t{1} << 24;
+// Allocations are rounded up to this, so that buffers of nearly equal sizes are reused.
+constexpr size_t kGranule = 256;
+
+class GpuBackend final : public Backend {
+ public:
+  GpuBackend(int index, Precision precision) : index_(index), precision_(precision) {
+    gpu::set_device(index);
+    info_ = gpu::device_info(index);
+    stream_ = std::make_unique<gpu::Stream>();
+    blas_ = std::make_unique<gpu::Blas>(*stream_);
+  }
+  ~GpuBackend() override {
+    // Wait for queued work before the buffers it uses are freed (member destructors below).
+    try {
+      stream_->synchronize();
+    } catch (...) {  // the process is ending; nothing useful to do with a device error here
+    }
+  }
+
+  Device device() const override { return {DeviceKind::kGpu, index_}; }
+  Precision precision() const override { return precision_; }
+  std::string describe() const override {
+    return "gpu:" + std::to_string(index_) + " " + gpu::describe(info_) + ", " + precision_name(precision_) +
+           " linear layers, " + gpu::blas_library();
+  }
+
+  // ---- memory: a cache of freed buffers by rounded size (all use is ordered on one stream, so
+  // a buffer freed by one call can be handed to the next without waiting).
+  void* allocate(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    const size_t rounded = (bytes + kGranule - 1) / kGranule * kGranule;
+    gpu::DeviceBuffer buf;
+    bool reused = false;
+    const auto it = free_.lower_bound(rounded);
+    if (it != free_.end() && it->first <= 2 * rounded) {  // reuse, wasting at most half
+      buf = std::move(it->second);
+      free_.erase(it);
+      reused = true;
+    } else {
+      try {
+        buf = gpu::DeviceBuffer(rounded);
+      } catch (const Internal&) {
+        held_ -= cached_bytes();
+        free_.clear();  // out of memory: give the cached buffers back and try once more
+        buf = gpu::DeviceBuffer(rounded);
+      }
+    }
+    void* p = buf.data();
+    live_.emplace(p, std::move(buf));
+    if (!reused) held_ += static_cast<int64_t>(rounded);  // a reused buffer is counted already
+    peak_ = std::max(peak_, held_ + resident_bytes_);
+    return p;
+  }
+  void deallocate(void* p) override {
+    if (p == nullptr) return;
+    const auto it = live_.find(p);
+    if (it == live_.end()) return;  // not ours: never happens through Array
+    const size_t bytes = it->second.bytes();
+    free_.emplace(bytes, std::move(it->second));
+    live_.erase(it);
+  }
+  void to_device(void* dst, const void* host, size_t bytes) override {
+    if (bytes > 0) gpu::copy_to_device(dst, host, bytes, *stream_);
+  }
+  void to_host(void* host, const void* src, size_t bytes) override {
+    if (bytes > 0) gpu::copy_to_host_sync(host, src, bytes, *stream_);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0 && dst != src) gpu::copy_device_to_device(dst, src, bytes, *stream_);
+  }
+  void zero(void* dst, size_t bytes) override {
+    if (bytes > 0) gpu::fill_bytes(dst, 0, bytes, *stream_);
+  }
+  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
+                 int64_t cols) override {
+    if (rows > 0 && cols > 0) gpu::copy_rows_2d(dst, dst_stride, src, src_stride, rows, cols, *stream_);
+  }
+  void synchronize() override { stream_->synchronize(); }
+
+  const void* resident(const void* host, size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    auto it = resident_.find(host);
+    if (it != resident_.end() && it->second.bytes() == bytes) return it->second.data();
+    gpu::DeviceBuffer buf(bytes);
+    gpu::copy_to_device_sync(buf.data(), host, bytes, *stream_);
+    resident_bytes_ += static_cast<int64_t>(bytes);
+    if (it != resident_.end()) {
+      resident_bytes_ -= static_cast<int64_t>(it->second.bytes());
+      it->second = std::move(buf);
+      return it->second.data();
+    }
+    peak_ = std::max(peak_, held_ + resident_bytes_);
+    return resident_.emplace(host, std::move(buf)).first->second.data();
+  }
+  void forget(const void* host) override {
+    const auto it = resident_.find(host);
+    if (it == resident_.end()) return;
+    stream_->synchronize();  // queued kernels may still read it
+    resident_bytes_ -= static_cast<int64_t>(it->second.bytes());
+    resident_.erase(it);
+  }
+  int64_t resident_bytes() const override { return resident_bytes_; }
+  // Free device memory plus what this backend's buffer cache holds and could hand out again.
+  int64_t free_memory() const override { return gpu::device_info(index_).free_bytes + cached_bytes(); }
+  int64_t peak_bytes() const override { return peak_; }
+
+  // ---- ops
+  void embedding(float* x, const ops::StoredMatrix& table, const int32_t* ids, int64_t N) override {
+    require_dtype(table.dtype, "the embedding table");
+    const auto* ids_d = stage(ids_stage_, ids, N);
+    gpu::embedding_rows(table.dtype, matrix(table), ids_d, x, N, table.cols, table.rows, *stream_);
+  }
+  void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
+                       float eps) override {
+    gpu::rmsnorm_forward(y, rstd, x, vec(w, C), N, C, eps, *stream_);
+  }
+  void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD) override {
+    gpu::rope_forward(x, cos, sin, N, H, HD, *stream_);
+  }
+  void swiglu_forward(float* h, const float* gate, const float* up, int64_t n) override {
+    gpu::swiglu_forward(h, gate, up, n, *stream_);
+  }
+  void add_inplace(float* y, const float* x, int64_t n) override { gpu::add_inplace(y, x, n, *stream_); }
+  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                         const uint8_t* key_valid, const int64_t* seg_start,
+                         const ops::AttentionShape& s) override {
+    gpu::attention_forward(out, lse, q, k, v, key_valid, seg_start, s, *stream_);
+  }
+  void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
+                      int64_t N) override {
+    if (precision_ == Precision::kBf16) {
+      const uint16_t* xb = to_bf16(act_bf16_, x, N * w.cols);  // (N, cols)
+      const uint16_t* wb = nullptr;
+      for (Chunk ch(*this, w); ch.next_bf16(wb);)
+        gpu::gemm_bf16(*blas_, false, true, N, ch.r1 - ch.r0, w.cols, 1.0f, xb, w.cols, wb, w.cols, 0.0f,
+                       y + ch.r0, w.rows);
+    } else {
+      const float* wd = nullptr;
+      for (Chunk ch(*this, w); ch.next(wd);)
+        // y[:, r0:r1) (N, r1 - r0) = x (N, cols) . W[r0:r1)^T
+        gemm(Trans::kNo, Trans::kYes, N, ch.r1 - ch.r0, w.cols, 1.0f, x, w.cols, wd, w.cols, 0.0f,
+             y + ch.r0, w.rows);
+    }
+    if (bias != nullptr) gpu::add_bias(y, vec(bias, w.rows), N, w.rows, *stream_);
+  }
+  void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
+                             bool accumulate) override {
+    if (precision_ == Precision::kBf16) {
+      const uint16_t* dyb = to_bf16(act_bf16_, dy, N * w.rows);  // (N, rows)
+      const uint16_t* wb = nullptr;
+      for (Chunk ch(*this, w); ch.next_bf16(wb);)
+        gpu::gemm_bf16(*blas_, false, false, N, w.cols, ch.r1 - ch.r0, 1.0f, dyb + ch.r0, w.rows, wb, w.cols,
+                       accumulate || ch.r0 > 0 ? 1.0f : 0.0f, dx, w.cols);
+      return;
+    }
+    const float* wd = nullptr;
+    for (Chunk ch(*this, w); ch.next(wd);) {
+      // dx (N, cols) (+)= dy[:, r0:r1) (N, r1 - r0) . W[r0:r1) (r1 - r0, cols)
+      const float beta = accumulate || ch.r0 > 0 ? 1.0f : 0.0f;
+      gemm(Trans::kNo, Trans::kNo, N, w.cols, ch.r1 - ch.r0, 1.0f, dy + ch.r0, w.rows, wd, w.cols,
+           beta, dx, w.cols);
+    }
+  }
+  void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
+    gpu::undo_gguf_qk_permutation(x, N, H, HD, *stream_);
+  }
+  void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
+    gpu::redo_gguf_qk_permutation(x, N, H, HD, *stream_);
+  }
+  void rmsnorm_backward(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
+                        int64_t N, int64_t C) override {
+    gpu::rmsnorm_backward(dx, nullptr, dy, x, vec(w, C), rstd, N, C, *stream_);
+  }
+  void rope_backward(float* dx, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD) override {
+    gpu::rope_backward(dx, cos, sin, N, H, HD, *stream_);
+  }
+  void swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up,
+                       int64_t n) override {
+    gpu::swiglu_backward(dgate, dup, dh, gate, up, n, *stream_);
+  }
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
+                          const float* lse, const float* q, const float* k, const float* v,
+                          const uint8_t* key_valid, const int64_t* seg_start,
+                          const ops::AttentionShape& s) override {
+    if (out == nullptr || lse == nullptr)
+      throw Internal("gpu attention_backward needs the forward's output and logsumexp");
+    gpu::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, key_valid, seg_start, s, *stream_);
+  }
+  ops::LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const int64_t* targets,
+                                           int64_t N, int64_t V, float scale) override {
+    const ops::LossSum sum = losses(logits, targets, N, V);  // before dlogits may overwrite logits
+    gpu::cross_entropy_backward(dlogits, logits, stage(targets_stage_, targets, N), N, V, scale, *stream_);
+    return sum;
+  }
+  ops::LossSum cross_entropy_sum(const float* logits, const int64_t* targets, int64_t N, int64_t V) override {
+    return losses(logits, targets, N, V);
+  }
+  void gather_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
+    if (M == 0) return;
+    const int64_t* rows_d = stage(rows_stage_, rows, M);
+    if (dst != src) {
+      gpu::gather_rows(dst, src, rows_d, M, C, *stream_);
+      return;
+    }
+    // In place: threads would read rows others are writing; go through a temporary.
+    tmp_.resize_for(*this, static_cast<size_t>(M * C) * sizeof(float));
+    auto* t = static_cast<float*>(tmp_.p);
+    gpu::gather_rows(t, src, rows_d, M, C, *stream_);
+    copy(dst, t, static_cast<size_t>(M * C) * sizeof(float));
+  }
+  void scatter_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
+    if (M == 0) return;
+    gpu::scatter_rows(dst, src, stage(rows_stage_, rows, M), M, C, *stream_);
+  }
+  void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) override {
+    gpu::gemm(*blas_, ta == Trans::kYes, tb == Trans::kYes, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+
+ private:
+  // A device buffer that only grows (staging of host index lists, temporaries).
+  struct Scratch {
+    void* p = nullptr;
+    size_t bytes = 0;
+    GpuBackend* owner = nullptr;
+    void resize_for(GpuBackend& be, size_t n) {
+      if (n <= bytes) return;
+      if (p != nullptr) be.deallocate(p);
+      p = be.allocate(n);
+      bytes = n;
+      owner = &be;
+    }
+  };
+
+  // x (n) rounded to bf16 into `s` (f32_to_bf16: round to nearest even, as the CPU's).
+  const uint16_t* to_bf16(Scratch& s, const float* x, int64_t n) {
+    s.resize_for(*this, static_cast<size_t>(n) * sizeof(uint16_t));
+    auto* out = static_cast<uint16_t*>(s.p);
+    gpu::f32_to_bf16(out, x, n, *stream_);
+    return out;
+  }
+
+  template <typename T>
+  const T* stage(Scratch& s, const T* host, int64_t n) {
+    const size_t bytes = static_cast<size_t>(n) * sizeof(T);
+    s.resize_for(*this, bytes);
+    to_device(s.p, host, bytes);
+    return static_cast<const T*>(s.p);
+  }
+
+  // Per-row cross-entropies on the device, summed on the host in double in row order (as the CPU
+  // sums its rows); the count is that of the targets >= 0.
+  ops::LossSum losses(const float* logits, const int64_t* targets, int64_t N, int64_t V) {
+    ops::LossSum sum;
+    if (N == 0) return sum;
+    loss_rows_.resize_for(*this, static_cast<size_t>(N) * sizeof(float));
+    auto* rows = static_cast<float*>(loss_rows_.p);
+    gpu::cross_entropy_forward(rows, logits, stage(targets_stage_, targets, N), N, V, *stream_);
+    std::vector<float> host(static_cast<size_t>(N));
+    to_host(host.data(), rows, host.size() * sizeof(float));
+    for (int64_t n = 0; n < N; ++n)
+      if (targets[n] >= 0) {
+        sum.sum += static_cast<double>(host[static_cast<size_t>(n)]);
+        ++sum.count;
+      }
+    return sum;
+  }
+
+  int64_t cached_bytes() const {
+    int64_t cached = 0;
+    for (const auto& [bytes, buf] : free_) cached += static_cast<int64_t>(bytes);
+    return cached;
+  }
+
+  void require_dtype(DType t, const char* what) const {
+    if (!gpu::dequantize_supported(t))
+      throw BadInput(std::string(what) + " is stored as " + std::string(dtype_name(t)) +
+                     ", which the GPU backend cannot read yet (F32, F16, BF16, Q8_0, Q4_0, Q4_1 and NF4 "
+                     "are supported); convert the model or use --device cpu");
+  }
+  const uint8_t* matrix(const ops::StoredMatrix& m) {
+    return static_cast<const uint8_t*>(resident(m.data, static_cast<size_t>(m.rows * m.row_bytes())));
+  }
+  const float* vec(const float* host, int64_t n) {
+    return static_cast<const float*>(resident(host, static_cast<size_t>(n) * sizeof(float)));
+  }
+
+  // The rows of a stored matrix as fp32 device memory, a chunk at a time: F32 in place (one
+  // chunk), any other dtype dequantized into the workspace.
+  class Chunk {
+   public:
+    Chunk(GpuBackend& be, const ops::StoredMatrix& w) : be_(be), w_(w) {
+      be.require_dtype(w.dtype, "a weight matrix");
+      dev_ = be.matrix(w);
+      // F32 at fp32 is read in place, one chunk; anything that is expanded goes a chunk at a time.
+      const bool in_place = w.dtype == DType::F32 && be.precision_ == Precision::kFp32;
+      rows_per_ = in_place ? w.rows : std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, w.cols));
+    }
+    bool next(const float*& wd) {
+      if (r1 >= w_.rows) return false;
+      r0 = r1;
+      r1 = std::min(w_.rows, r0 + rows_per_);
+      if (w_.dtype == DType::F32) {
+        wd = reinterpret_cast<const float*>(dev_) + r0 * w_.cols;
+        return true;
+      }
+      const int64_t n = (r1 - r0) * w_.cols;
+      be_.work_.resize_for(be_, static_cast<size_t>(std::min(w_.rows, rows_per_) * w_.cols) * sizeof(float));
+      auto* out = static_cast<float*>(be_.work_.p);
+      gpu::dequantize(w_.dtype, dev_ + r0 * w_.row_bytes(), out, n, *be_.stream_);
+      wd = out;
+      return true;
+    }
+    // The same rows as bf16: a BF16 matrix as stored, any other dtype dequantized (next) and
+    // rounded.
+    bool next_bf16(const uint16_t*& wb) {
+      if (w_.dtype == DType::BF16) {
+        if (r1 >= w_.rows) return false;
+        r0 = r1;
+        r1 = w_.rows;  // one chunk: nothing to expand
+        wb = reinterpret_cast<const uint16_t*>(dev_);
+        return true;
+      }
+      const float* wd = nullptr;
+      if (!next(wd)) return false;
+      wb = be_.to_bf16(be_.work_bf16_, wd, (r1 - r0) * w_.cols);
+      return true;
+    }
+    int64_t r0 = 0, r1 = 0;
+
+   private:
+    GpuBackend& be_;
+    const ops::StoredMatrix& w_;
+    const uint8_t* dev_ = nullptr;
+    int64_t rows_per_ = 0;
+  };
+
+  int index_;
+  Precision precision_;
+  gpu::DeviceInfo info_;
+  std::unique_ptr<gpu::Stream> stream_;
+  std::unique_ptr<gpu::Blas> blas_;
+  // Declared after the stream: destroyed before it.
+  std::unordered_map<void*, gpu::DeviceBuffer> live_;
+  std::multimap<size_t, gpu::DeviceBuffer> free_;
+  std::unordered_map<const void*, gpu::DeviceBuffer> resident_;
+  int64_t resident_bytes_ = 0;
+  int64_t held_ = 0;  // bytes of live and cached buffers (allocated from the device, not resident)
+  int64_t peak_ = 0;  // most of held_ + resident_bytes_ at once
+  Scratch ids_stage_, rows_stage_, targets_stage_, loss_rows_, tmp_, work_, work_bf16_, act_bf16_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_gpu_backend(int index, Precision precision) {
+  const int n = gpu::device_count();
+  if (n == 0)
+    throw BadInput("device gpu:" + std::to_string(index) + ": no GPU is visible (" + gpu::no_device_reason() +
+                   "); use --device cpu");
+  if (index < 0 || index >= n)
+    throw BadInput("device gpu:" + std::to_string(index) + ": this machine has " + std::to_string(n) +
+                   " GPU(s), gpu:0 to gpu:" + std::to_string(n - 1));
+  return std::make_unique<GpuBackend>(index, precision);
+}
+
+const char* gpu_toolkit_name() { return gpu::backend_name(); }
+
+}  // namespace medtune::backend
