@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <set>
 
 #include "core/error.h"
 
@@ -22,6 +24,11 @@ namespace {
 // Questions per thread from which score_questions hands whole questions to threads: the tail
 // (at most one question per thread still running) then costs little next to the run.
 constexpr int64_t kQuestionsPerThread = 4;
+
+// Padded tokens per forward pass when a device scores questions in batches: 16 MedQA questions
+// (~250 tokens each) by letter, or 4 by option text; activations of a 7B model at this size are
+// ~1 GiB of fp32.
+constexpr int64_t kDeviceBatchTokens = 4096;
 
 // The log-softmax normalizer of a logit row, max + log(sum exp(row - max)), in double:
 // log softmax(row)[id] = row[id] - log_normalizer(row). Computed once per row, however many
@@ -113,38 +120,53 @@ std::vector<double> continuation_logliks(model::LlamaModel& model, const model::
 
 }  // namespace
 
-ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& prompts,
-                              const McqItem& item, Scoring scoring) {
-  TokenizedQuestion tq = prompts.tokenize(item, scoring == Scoring::text);
-  const auto& conts = scoring == Scoring::text ? tq.text_tokens : tq.letter_tokens;
+namespace {
+
+// A question tokenized and cut to the model's context as lm-eval cuts it.
+struct PreparedQuestion {
+  TokenizedQuestion tq;
+  bool text = false;    // option texts scored (else letters)
+  int64_t dropped = 0;  // context tokens cut from the left
+  // The scored continuations, per option.
+  const std::vector<std::vector<int32_t>>& conts() const { return text ? tq.text_tokens : tq.letter_tokens; }
+};
+
+PreparedQuestion prepare_question(const model::LlamaModel& model, const PromptRenderer& prompts,
+                                  const McqItem& item, Scoring scoring) {
+  PreparedQuestion q;
+  q.tq = prompts.tokenize(item, scoring == Scoring::text);
+  q.text = scoring == Scoring::text;
   // The context length: lm-eval's loglikelihood keeps the last max_length + 1 tokens of context +
   // continuation (the model sees all but the last), dropping from the left. With one prompt
   // shared by all options, the longest option sets the cut.
   const int64_t n_ctx = model.config().max_position_embeddings;
   int64_t longest = 0;
-  for (const auto& c : conts) longest = std::max<int64_t>(longest, static_cast<int64_t>(c.size()));
-  int64_t dropped = 0;
-  if (n_ctx > 0 && static_cast<int64_t>(tq.context.size()) + longest - 1 > n_ctx) {
+  for (const auto& c : q.conts()) {
+    if (c.empty()) throw Internal("scorer: empty continuation");
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(c.size()));
+  }
+  if (n_ctx > 0 && static_cast<int64_t>(q.tq.context.size()) + longest - 1 > n_ctx) {
     const int64_t keep = n_ctx + 1 - longest;
     if (keep < 1)
       throw BadInput(item.id + ": an option is " + std::to_string(longest) + " tokens, longer than the model's context (" +
                      std::to_string(n_ctx) + " tokens, max_position_embeddings)");
-    dropped = static_cast<int64_t>(tq.context.size()) - keep;
-    tq.context.erase(tq.context.begin(), tq.context.begin() + dropped);
+    q.dropped = static_cast<int64_t>(q.tq.context.size()) - keep;
+    q.tq.context.erase(q.tq.context.begin(), q.tq.context.begin() + q.dropped);
   }
-  const int64_t P = static_cast<int64_t>(tq.context.size());
-  model::KvCache prefix = model.make_cache(1, P);
-  std::vector<float> last;
-  model.forward(model::Batch{1, P, tq.context, {}}, prefix, last, {P - 1});
+  return q;
+}
 
+// The result from the options' log-likelihoods.
+ScoredQuestion finish_question(const McqItem& item, Scoring scoring, const PreparedQuestion& q,
+                               std::vector<double> option_logprobs) {
   ScoredQuestion out;
-  out.context_tokens = P;
+  out.context_tokens = static_cast<int64_t>(q.tq.context.size());
   QuestionResult& r = out.result;
   r.id = item.id;
   r.meta_info = item.meta_info;
   r.gold = item.answer;
-  r.truncated_tokens = dropped;
-  r.option_logprobs = continuation_logliks(model, prefix, last, conts);
+  r.truncated_tokens = q.dropped;
+  r.option_logprobs = std::move(option_logprobs);
   for (double ll : r.option_logprobs)
     if (!std::isfinite(ll))
       throw BadInput(item.id + ": the model's log-probabilities are not finite (" + std::to_string(ll) +
@@ -160,9 +182,144 @@ ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& pr
   return out;
 }
 
+// Questions scored together by score_batch: rows of context + continuation (all but its last
+// token), right-padded, one forward pass. Right padding keeps every real token at the position
+// it has alone (0, 1, ...), and causal attention never reads the padding after it, so each row's
+// numbers are its own, to fp32 summation order. Options whose rows are equal (letter scoring:
+// every continuation is one token, so every option's row is the context) share one row.
+// The logits of the scoring positions only go through the lm_head.
+void score_batch(model::LlamaModel& model, const std::vector<const PreparedQuestion*>& qs,
+                 std::vector<std::vector<double>>& logliks) {
+  const int64_t V = model.config().vocab_size;
+  struct Row {
+    std::vector<int32_t> ids;
+    size_t q = 0;
+  };
+  std::vector<Row> rows;
+  struct Scored {  // option o of question q: its tokens' positions in row `row`
+    size_t q, o, row;
+  };
+  std::vector<Scored> scored;
+  for (size_t i = 0; i < qs.size(); ++i) {
+    const PreparedQuestion& q = *qs[i];
+    std::map<std::vector<int32_t>, size_t> row_of;  // this question's distinct rows
+    for (size_t o = 0; o < q.conts().size(); ++o) {
+      const auto& c = (q.conts())[o];
+      std::vector<int32_t> ids = q.tq.context;
+      ids.insert(ids.end(), c.begin(), c.end() - 1);
+      auto [it, fresh] = row_of.try_emplace(ids, rows.size());
+      if (fresh) rows.push_back({std::move(ids), i});
+      scored.push_back({i, o, it->second});
+    }
+  }
+  int64_t T = 0;
+  for (const Row& r : rows) T = std::max<int64_t>(T, static_cast<int64_t>(r.ids.size()));
+  const auto B = static_cast<int64_t>(rows.size());
+  model::Batch batch;
+  batch.B = B;
+  batch.T = T;
+  batch.ids.assign(static_cast<size_t>(B * T), 0);
+  batch.mask.assign(static_cast<size_t>(B * T), 0);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& ids = rows[static_cast<size_t>(b)].ids;
+    std::copy(ids.begin(), ids.end(), batch.ids.begin() + b * T);
+    std::fill(batch.mask.begin() + b * T, batch.mask.begin() + b * T + static_cast<int64_t>(ids.size()), 1);
+  }
+  // Logit rows: for option o of question q in row b, positions P - 1 + j score token j of the
+  // continuation (P = the context's length). Each (row, position) once.
+  std::map<int64_t, size_t> slot_of;  // flat position b*T + t -> index into the logits
+  std::vector<int64_t> logit_rows;
+  const auto slot = [&](int64_t flat) {
+    auto [it, fresh] = slot_of.try_emplace(flat, logit_rows.size());
+    if (fresh) logit_rows.push_back(flat);
+    return it->second;
+  };
+  std::vector<std::vector<size_t>> slots(scored.size());
+  for (size_t k = 0; k < scored.size(); ++k) {
+    const PreparedQuestion& q = *qs[scored[k].q];
+    const auto P = static_cast<int64_t>(q.tq.context.size());
+    const auto& c = (q.conts())[scored[k].o];
+    for (size_t j = 0; j < c.size(); ++j)
+      slots[k].push_back(slot(static_cast<int64_t>(scored[k].row) * T + P - 1 + static_cast<int64_t>(j)));
+  }
+  model::KvCache cache = model.make_cache(B, T);
+  std::vector<float> logits;  // (logit_rows, V)
+  model.forward(batch, cache, logits, logit_rows);
+  std::vector<double> norm(logit_rows.size());
+  for (size_t i = 0; i < norm.size(); ++i) norm[i] = log_normalizer(logits.data() + static_cast<int64_t>(i) * V, V);
+  for (size_t k = 0; k < scored.size(); ++k) {
+    const PreparedQuestion& q = *qs[scored[k].q];
+    const auto& c = (q.conts())[scored[k].o];
+    double ll = 0;
+    for (size_t j = 0; j < c.size(); ++j) {
+      const size_t r = slots[k][j];
+      ll += static_cast<double>(logits[r * static_cast<size_t>(V) + static_cast<size_t>(c[j])]) - norm[r];
+    }
+    logliks[scored[k].q][scored[k].o] = ll;
+  }
+}
+
+}  // namespace
+
+ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& prompts,
+                              const McqItem& item, Scoring scoring) {
+  const PreparedQuestion q = prepare_question(model, prompts, item, scoring);
+  const auto P = static_cast<int64_t>(q.tq.context.size());
+  model::KvCache prefix = model.make_cache(1, P);
+  std::vector<float> last;
+  model.forward(model::Batch{1, P, q.tq.context, {}}, prefix, last, {P - 1});
+  return finish_question(item, scoring, q, continuation_logliks(model, prefix, last, q.conts()));
+}
+
+std::vector<QuestionResult> score_questions_batched(model::LlamaModel& model, const PromptRenderer& prompts,
+                                                    const std::vector<McqItem>& items, Scoring scoring,
+                                                    int64_t batch_tokens,
+                                                    const std::function<void(size_t, size_t)>& progress) {
+  std::vector<QuestionResult> out(items.size());
+  size_t done = 0;
+  for (size_t first = 0; first < items.size();) {
+    // Questions in order until the batch's rows (padded to the longest) would pass batch_tokens;
+    // at least one question per batch.
+    std::vector<PreparedQuestion> prepared;
+    int64_t rows = 0, longest = 0;
+    size_t last = first;
+    for (; last < items.size(); ++last) {
+      PreparedQuestion q = prepare_question(model, prompts, items[last], scoring);
+      int64_t q_rows = 0, q_len = 0;
+      std::set<std::vector<int32_t>> distinct;
+      for (const auto& c : q.conts()) {
+        std::vector<int32_t> tail(c.begin(), c.end() - 1);
+        if (distinct.insert(tail).second) ++q_rows;
+        q_len = std::max<int64_t>(q_len, static_cast<int64_t>(q.tq.context.size() + c.size() - 1));
+      }
+      if (!prepared.empty() && (rows + q_rows) * std::max(longest, q_len) > batch_tokens) break;
+      rows += q_rows;
+      longest = std::max(longest, q_len);
+      prepared.push_back(std::move(q));
+    }
+    std::vector<const PreparedQuestion*> qs;
+    std::vector<std::vector<double>> logliks;
+    for (const PreparedQuestion& q : prepared) {
+      qs.push_back(&q);
+      logliks.emplace_back(q.conts().size(), 0.0);
+    }
+    score_batch(model, qs, logliks);
+    for (size_t i = 0; i < prepared.size(); ++i) {
+      out[first + i] = finish_question(items[first + i], scoring, prepared[i], std::move(logliks[i])).result;
+      ++done;
+      if (progress) progress(done, items.size());
+    }
+    first = last;
+  }
+  return out;
+}
+
 std::vector<QuestionResult> score_questions(model::LlamaModel& model, const PromptRenderer& prompts,
                                             const std::vector<McqItem>& items, Scoring scoring,
                                             const std::function<void(size_t, size_t)>& progress) {
+  // A device runs many questions per forward pass; the CPU one question per thread (below).
+  if (!model.backend().device().is_cpu())
+    return score_questions_batched(model, prompts, items, scoring, kDeviceBatchTokens, progress);
   const auto n = static_cast<int64_t>(items.size());
   std::vector<QuestionResult> out(items.size());
   // Questions are independent, so with enough of them each thread scores whole questions:

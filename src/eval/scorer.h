@@ -28,13 +28,22 @@ struct ScoredQuestion {
 ScoredQuestion score_question(model::LlamaModel& model, const PromptRenderer& prompts,
                               const McqItem& item, Scoring scoring);
 
-// Scores every item; results in item order. With at least 4 questions per OpenMP thread the
-// threads score different questions at once (each question's numbers are the same either way);
-// `progress(done, total)` (may be empty) is called after each, one call at a time. The first
-// error in item order is rethrown once the questions in flight are done.
+// Scores every item; results in item order. On the CPU, with at least 4 questions per OpenMP
+// thread the threads score different questions at once (each question's numbers are the same
+// either way); the first error in item order is rethrown once the questions in flight are done.
+// On a device backend, score_questions_batched with 4096 tokens per pass. `progress(done, total)`
+// (may be empty) is called after each question, one call at a time.
 std::vector<QuestionResult> score_questions(
     model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
     Scoring scoring, const std::function<void(size_t, size_t)>& progress = {});
+
+// Several questions per forward pass: rows of context + continuation, right-padded, up to
+// `batch_tokens` padded tokens per pass (at least one question), options with equal rows sharing
+// one (letter scoring: one row per question). The same log-likelihoods as score_question to fp32
+// summation order (the batch's shapes differ), and the same lm-eval truncation.
+std::vector<QuestionResult> score_questions_batched(
+    model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
+    Scoring scoring, int64_t batch_tokens, const std::function<void(size_t, size_t)>& progress = {});
 
 // Accuracy over `items` (letter scoring, or option-text scoring's acc): the validation metric of
 // training.

@@ -25,6 +25,14 @@ std::string model_path() {
   return p != nullptr && std::filesystem::exists(p) ? p : "";
 }
 
+// lm-eval prompts through SmolLM2's tokenizer (the committed fixture), shared by the tests.
+const PromptRenderer& smollm2_prompts() {
+  static const auto tok = tokenizer::Tokenizer::from_tokenizer_json(MEDTUNE_SOURCE_DIR
+                                                                    "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
+  static const PromptRenderer prompts(PromptOptions{}, *tok, std::nullopt);
+  return prompts;
+}
+
 // Fictional questions (the project ships no MedQA text); options of different token lengths
 // so that the batched continuations are padded.
 std::vector<McqItem> items(size_t n) {
@@ -60,9 +68,7 @@ constexpr double kTol = 1e-4;
 TEST(ScorerSlow, OptionLogliksEqualFullForwardOfContextPlusContinuation) {
   const std::string path = model_path();
   if (path.empty()) GTEST_SKIP() << "MEDTUNE_SMOLLM2_GGUF is not set (scripts/fetch_model.sh fetches the model)";
-  const auto tok = tokenizer::Tokenizer::from_tokenizer_json(MEDTUNE_SOURCE_DIR
-                                                             "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
-  const PromptRenderer prompts(PromptOptions{}, *tok, std::nullopt);
+  const PromptRenderer& prompts = smollm2_prompts();
   model::LlamaModel m(io::open_checkpoint(path));
   const int64_t V = m.config().vocab_size;
   // One thread: this test is about the numbers; threads cost barriers on a loaded machine.
@@ -98,9 +104,7 @@ TEST(ScorerSlow, OptionLogliksEqualFullForwardOfContextPlusContinuation) {
 TEST(ScorerSlow, QuestionsInParallelGiveTheNumbersOfOneAtATime) {
   const std::string path = model_path();
   if (path.empty()) GTEST_SKIP() << "MEDTUNE_SMOLLM2_GGUF is not set (scripts/fetch_model.sh fetches the model)";
-  const auto tok = tokenizer::Tokenizer::from_tokenizer_json(MEDTUNE_SOURCE_DIR
-                                                             "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
-  const PromptRenderer prompts(PromptOptions{}, *tok, std::nullopt);
+  const PromptRenderer& prompts = smollm2_prompts();
   model::LlamaModel m(io::open_checkpoint(path));
   const auto qs = items(8);  // 4 per thread at 2 threads: the per-question path
   const int saved = omp_get_max_threads();
@@ -127,25 +131,55 @@ TEST(ScorerSlow, QuestionsInParallelGiveTheNumbersOfOneAtATime) {
   omp_set_num_threads(saved);
 }
 
+// Several questions per forward pass (right-padded rows; letter scoring shares one row per
+// question) give the log-likelihoods of scoring each alone, to fp32 summation order (kTol, as
+// above: the batch shapes differ), whatever the batch size: one question per pass, a few, all.
+TEST(ScorerSlow, BatchedQuestionsGiveTheNumbersOfOneAtATime) {
+  const std::string path = model_path();
+  if (path.empty()) GTEST_SKIP() << "MEDTUNE_SMOLLM2_GGUF is not set (scripts/fetch_model.sh fetches the model)";
+  const PromptRenderer& prompts = smollm2_prompts();
+  model::LlamaModel m(io::open_checkpoint(path));
+  const auto qs = items(4);
+  // 200 tokens: two questions per pass by letter, one by option text (four rows); 100000: all.
+  for (const Scoring s : {Scoring::letter, Scoring::text}) {
+    const auto want = score_questions(m, prompts, qs, s);
+    for (const int64_t batch_tokens : {int64_t{200}, int64_t{100000}}) {
+      std::vector<size_t> seen;
+      const auto got = score_questions_batched(m, prompts, qs, s, batch_tokens, [&](size_t done, size_t) { seen.push_back(done); });
+      ASSERT_EQ(got.size(), qs.size());
+      EXPECT_EQ(seen.size(), qs.size());
+      for (size_t i = 0; i < qs.size(); ++i) {
+        SCOPED_TRACE("batch_tokens " + std::to_string(batch_tokens) + ", question " + std::to_string(i));
+        EXPECT_EQ(got[i].id, want[i].id);
+        for (size_t o = 0; o < want[i].option_logprobs.size(); ++o)
+          EXPECT_NEAR(got[i].option_logprobs[o], want[i].option_logprobs[o], kTol);
+        EXPECT_EQ(got[i].pred, want[i].pred);
+        EXPECT_EQ(got[i].pred_norm, want[i].pred_norm);
+      }
+    }
+  }
+}
+
 // The scorer on a backend with memory of its own (unit/model/simulated_device.h: the checks a GPU
-// backend needs, computed by the CPU ops) gives the CPU backend's numbers bit for bit: the shared
-// prefix cache is copied on the device, SmolLM2's GGUF q/k rows are un-permuted there, and its
-// quantized tensors are read from their resident copies.
+// backend needs, computed by the CPU ops), where score_questions takes the batched path: the CPU
+// backend's batched numbers bit for bit (the prefix-cache path of score_question too: SmolLM2's
+// GGUF q/k rows are un-permuted there and its quantized tensors read from their resident copies).
 TEST(ScorerSlow, OnADeviceWithItsOwnMemoryEqualsTheCpuBackend) {
   const std::string path = model_path();
   if (path.empty()) GTEST_SKIP() << "MEDTUNE_SMOLLM2_GGUF is not set (scripts/fetch_model.sh fetches the model)";
-  const auto tok = tokenizer::Tokenizer::from_tokenizer_json(MEDTUNE_SOURCE_DIR
-                                                             "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
-  const PromptRenderer prompts(PromptOptions{}, *tok, std::nullopt);
+  const PromptRenderer& prompts = smollm2_prompts();
   static testing::SimulatedDevice device;  // outlives the per-thread layer scratch it holds
   model::LlamaModel cpu_model(io::open_checkpoint(path));
   model::LlamaModel dev_model(io::open_checkpoint(path), model::WeightQuant::kNone, device);
   ASSERT_TRUE(dev_model.weights().qk_rows_permuted) << "the GGUF path should be exercised";
   const auto qs = items(2);
   for (const Scoring s : {Scoring::letter, Scoring::text}) {
-    const auto want = score_questions(cpu_model, prompts, qs, s);
+    const auto want = score_questions_batched(cpu_model, prompts, qs, s, 4096);
     const auto got = score_questions(dev_model, prompts, qs, s);
     for (size_t i = 0; i < qs.size(); ++i) EXPECT_EQ(got[i].option_logprobs, want[i].option_logprobs);
+    for (size_t i = 0; i < qs.size(); ++i)
+      EXPECT_EQ(score_question(dev_model, prompts, qs[i], s).result.option_logprobs,
+                score_question(cpu_model, prompts, qs[i], s).result.option_logprobs);
   }
 }
 
