@@ -3,6 +3,7 @@
 // KV cache. Prints one JSON object with medians over repeats.
 //
 //   bench_forward MODEL [--prompt-tokens 512] [--decode-tokens 64] [--repeats 5] [--threads N]
+//                 [--device cpu|gpu|gpu:N] [--precision fp32|bf16|auto]
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "model/sampler.h"
@@ -25,14 +27,20 @@ using medtune::bench::seconds_since;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: bench_forward MODEL [--prompt-tokens P] [--decode-tokens D] [--repeats R] [--threads N]\n";
+    std::cerr << "usage: bench_forward MODEL [--prompt-tokens P] [--decode-tokens D] [--repeats R] [--threads N] "
+                 "[--device D] [--precision P]\n";
     return 2;
   }
   std::string path = argv[1];
   int64_t P = 512, D = 64, R = 5;
   int threads = 0;
+  std::string device = "cpu", precision = "auto";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
+    if (k == "--device" || k == "--precision") {
+      (k == "--device" ? device : precision) = argv[i + 1];
+      continue;
+    }
     const long v = std::atol(argv[i + 1]);
     if (k == "--prompt-tokens") P = v;
     else if (k == "--decode-tokens") D = v;
@@ -41,7 +49,10 @@ int main(int argc, char** argv) {
   }
   if (threads > 0) omp_set_num_threads(threads);
 
-  medtune::model::LlamaModel model(medtune::io::open_checkpoint(path));
+  const medtune::backend::Device dev = medtune::backend::parse_device(device, "--device");
+  medtune::backend::Backend& be =
+      medtune::backend::for_device(dev, medtune::backend::parse_precision(precision, dev, "--precision"));
+  medtune::model::LlamaModel model(medtune::io::open_checkpoint(path), medtune::model::WeightQuant::kNone, be);
   const auto& c = model.config();
   // A deterministic pseudo-random prompt: the cost of a forward does not depend on the ids.
   std::vector<int32_t> prompt(static_cast<size_t>(P));
@@ -54,7 +65,7 @@ int main(int argc, char** argv) {
   std::vector<double> pp, tg;
   std::vector<float> logits;
   for (int64_t r = 0; r < R + 1; ++r) {  // the first round warms caches and page-ins: not counted
-    medtune::model::KvCache cache(c, 1, P + D);
+    medtune::model::KvCache cache = model.make_cache(1, P + D);
     auto t0 = std::chrono::steady_clock::now();
     model.forward(medtune::model::Batch{1, P, prompt, {}}, cache, logits, {P - 1});
     const double t_pp = seconds_since(t0);
@@ -72,6 +83,7 @@ int main(int argc, char** argv) {
   nlohmann::json j;
   j["engine"] = "medtune";
   j["model"] = path;
+  j["device"] = be.describe();
   j["threads"] = omp_get_max_threads();
   j["prompt_tokens"] = P;
   j["decode_tokens"] = D;

@@ -8,6 +8,11 @@
 //
 //   bench_train_step MODEL [--batch 4] [--seq 256] [--rank 16] [--steps 5] [--threads N]
 //                    [--checkpointing 0|1] [--answer-tokens K] [--row-shards S]
+//                    [--device cpu|gpu|gpu:N] [--targets all|qkvo] [--base-quant none|nf4]
+//                    [--peak-after K] [--precision fp32|bf16|auto]
+// On a device: the step time includes the gradients' download and the host AdamW step (the
+// optimizer stays on the host so far), and device_peak_mib is the backend's peak_bytes() at the
+// end; with --peak-after K also device_peak_after_mib, its value after step K (flat memory: equal).
 // --answer-tokens K > 0: only the last K positions of each row are targets (completion-only loss,
 // as in MCQ fine-tuning where the prompt is masked); 0 (default): every next token.
 #include <omp.h>
@@ -24,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "model/lora.h"
@@ -39,14 +45,20 @@ int main(int argc, char** argv) {
   using namespace medtune;
   if (argc < 2) {
     std::cerr << "usage: bench_train_step MODEL [--batch B] [--seq T] [--rank R] [--steps N] [--threads N] "
-                 "[--checkpointing 0|1] [--answer-tokens K] [--row-shards S]\n";
+                 "[--checkpointing 0|1] [--answer-tokens K] [--row-shards S] [--device D] [--targets all|qkvo] "
+                 "[--base-quant none|nf4] [--peak-after K] [--precision P]\n";
     return 2;
   }
   const std::string path = argv[1];
-  int64_t B = 4, T = 256, rank = 16, steps = 5, ckpt = 0, answer = 0, shards = 0;
+  int64_t B = 4, T = 256, rank = 16, steps = 5, ckpt = 0, answer = 0, shards = 0, peak_after = 0;
   int threads = 0;
+  std::string device = "cpu", targets = "all", base_quant = "none", precision = "auto";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
+    if (k == "--device") { device = argv[i + 1]; continue; }
+    if (k == "--precision") { precision = argv[i + 1]; continue; }
+    if (k == "--targets") { targets = argv[i + 1]; continue; }
+    if (k == "--base-quant") { base_quant = argv[i + 1]; continue; }
     const long v = std::atol(argv[i + 1]);
     if (k == "--batch") B = v;
     else if (k == "--seq") T = v;
@@ -56,15 +68,19 @@ int main(int argc, char** argv) {
     else if (k == "--checkpointing") ckpt = v;
     else if (k == "--answer-tokens") answer = v;
     else if (k == "--row-shards") shards = v;
+    else if (k == "--peak-after") peak_after = v;
   }
   if (threads > 0) omp_set_num_threads(threads);
 
-  model::LlamaModel m(io::open_checkpoint(path));
+  const backend::Device dev = backend::parse_device(device, "--device");
+  backend::Backend& be = backend::for_device(dev, backend::parse_precision(precision, dev, "--precision"));
+  model::LlamaModel m(io::open_checkpoint(path), model::parse_weight_quant(base_quant, "--base-quant"), be);
   model::LoraConfig lc;
   lc.r = rank;
   lc.alpha = 2.0 * static_cast<double>(rank);
-  lc.targets = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::o,
-                model::Proj::gate, model::Proj::up, model::Proj::down};
+  if (targets == "qkvo") lc.targets = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::o};
+  else lc.targets = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::o,
+                     model::Proj::gate, model::Proj::up, model::Proj::down};
   model::LoraWeights lora = model::init_lora(m.config(), lc, 42);
   m.set_lora(&lora);
 
@@ -98,6 +114,7 @@ int main(int argc, char** argv) {
   // Per phase, one entry per timed step: forward, loss head, backward, optimizer; wall and CPU.
   std::vector<double> t_fwd, t_loss, t_bwd, t_opt, c_fwd, c_loss, c_bwd, c_opt;
   double loss = 0;
+  int64_t peak_after_bytes = 0;
   for (int64_t s = 0; s <= steps; ++s) {  // step 0: warm-up, not timed
     const auto t0 = std::chrono::steady_clock::now();
     const std::clock_t c0 = std::clock();
@@ -108,6 +125,7 @@ int main(int argc, char** argv) {
     const auto t1 = std::chrono::steady_clock::now();
     const std::clock_t c1 = std::clock();
     adamw.step(1e-4);
+    if (s == peak_after) peak_after_bytes = be.peak_bytes();
     if (s > 0) {
       times.push_back(seconds_since(t0));
       cpu_times.push_back(static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
@@ -125,6 +143,12 @@ int main(int argc, char** argv) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);  // ru_maxrss: peak resident set, KiB on Linux
   nlohmann::json j = {{"model", path},
+                      {"device", be.describe()},
+                      {"targets", targets},
+                      {"base_quant", base_quant},
+                      {"device_peak_mib", static_cast<double>(be.peak_bytes()) / (1024.0 * 1024.0)},
+                      {"device_peak_after_mib", static_cast<double>(peak_after_bytes) / (1024.0 * 1024.0)},
+                      {"peak_after_step", peak_after},
                       {"batch", B},
                       {"seq", T},
                       {"rank", rank},

@@ -1,40 +1,57 @@
 #!/usr/bin/env bash
-# The one prepared script for a GPU machine (issue #8; docs/gpu.md). Run from the repository root:
-#   bash scripts/gpu-check.sh            logs under $OUT, or ./gpu-check-out when OUT is unset
-# Sized for a 15-minute lease: it must finish in under 8 minutes (every stage has a timeout).
+# The one prepared script for a GPU machine (issue #14; docs/gpu.md). NEVER RUN ON A GPU YET.
 #
-# Stages:
-#   1 environment   GPU, driver, toolkit, compilers (env.txt)
-#   2 build         tests/gpu configured ON ITS OWN (-S tests/gpu): the GPU image has nvcc, CMake
-#                   and g++ but not the Debian packages the whole project needs (OpenBLAS, ICU,
-#                   yaml-cpp, GoogleTest...), so the standalone build compiles only medtune_gpu, the
-#                   CPU reference sources and the op tests; nvcc for this GPU's architecture, -j16
-#   3 op tests      every registered case, CPU reference vs GPU kernel (ops.log), then the same
-#                   through CTest's `gpu` label (ctest.log). Includes causal GQA attention (up to
-#                   T = 512, NH 32, NKV 8, HD 128) and the cuBLAS GEMMs (Llama-3-8B widths): their
-#                   double-precision host references are the slow part (estimated ~30 s in all on
-#                   16 cores; never measured). The CPU attention sources compile against
-#                   tests/gpu/standalone/cblas.h there (no OpenBLAS on that machine).
-#   4 memcheck      compute-sanitizer on the quick cases, where the tool works (memcheck.log)
-#   5-6 TODO        LoRA training steps on random Llama-2-7B / Llama-3-8B shapes and the HF PEFT
-#                   anchor: not implemented yet; they say so and never print numbers
-# Prints a summary table; exits 1 if the build or a test failed.
+# Here, before the run (the GPU machine has no network and none of the project's Debian packages):
+#   bash scripts/gpu-compile-check.sh      # CUDA build of the whole project, MEDTUNE_NATIVE=OFF, and
+#                                          # build-gpu-cuda/medtune-gpu-bundle.tar.xz (scripts/gpu-bundle.sh)
+#   cp models/SmolLM2-135M-Instruct.Q4_1.gguf gpu-model/   # optional: the real model (94 MiB, over
+#                                          # the carry limit: gpu-model/ is not ignored, so it travels
+#                                          # with the working tree; delete it after, never commit it)
+# Then, through the device tool, from the repository root, carrying the bundle:
+#   bash scripts/gpu-check.sh              # logs and results.json under $OUT (./gpu-check-out unset)
+# Sized for a 15-minute lease: under 9 minutes; every stage has a timeout.
+#
+# Stages (each prints one summary line; FAILED ones make the exit status 1):
+#   1 environment   GPU, driver, toolkit (env.txt)
+#   2 op tests      test_gpu_ops: every registered kernel case against its CPU reference (ops.log);
+#                   from the bundle, or else built standalone from tests/gpu (the previous way)
+#   3 parity        medtune-parity --device gpu on every tests/fixtures/hf fixture: logits, loss,
+#                   greedy tokens and LoRA logits against transformers' float64, with
+#                   --precision fp32 (fp32 tolerances) and bf16 (train::bf16_tolerances)
+#   4 train         30 LoRA steps of the embedded default's config on the CPU and on the GPU from
+#                   the same start: per-step losses compared, fp32 on the GPU (within 1e-3), and
+#                   bf16 reported (random SmolLM2-shaped weights, or the real SmolLM2 when present)
+#   5 eval          the fictional test questions scored on the CPU and on the GPU: the same
+#                   predictions at fp32 and the largest |Δ log-likelihood|; bf16's agreement reported
+#   6 default       the embedded default trained and evaluated on the GPU (real SmolLM2 only):
+#                   test accuracy >= 90%, as on the CPU (docs/training.md)
+#   7 memory        200 training steps on the GPU: the backend's peak bytes after step 5 and after
+#                   step 200 (flat: equal)
+#   8 bench         random-weight Llama-2-7B shapes, side by side in this run: medtune
+#                   (bench_train_step --device gpu) and ../shared/bench/hf_peft_anchor.py when torch
+#                   and peft are importable here (copy it to bench/hf_peft_anchor.py before the run:
+#                   ../shared does not travel): LoRA r16 qkvo 8 x 512 with and without
+#                   checkpointing, batch-1 decode; tokens/s and peak memory
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-./gpu-check-out}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 jobs=${JOBS:-16}
-build=build-gpu-check
 t_all=$(date +%s)
 summary=()
 failed=0
+results="$out/results.jsonl"
+: > "$results"
 
-# stage NAME STATUS SECONDS [NOTE]
+# record STAGE STATUS SECONDS [NOTE]
 record() {
-  summary+=("$(printf '%-14s %-16s %5s s  %s' "$1" "$2" "$3" "${4:-}")")
-  case $2 in FAILED | SKIPPED*) failed=1 ;; esac
+  summary+=("$(printf '%-10s %-16s %5s s  %s' "$1" "$2" "$3" "${4:-}")")
+  case $2 in FAILED | "TIMED OUT") failed=1 ;; esac
   return 0
 }
+# result KEY JSON: one line of results.jsonl
+result() { echo "{\"stage\": \"$1\", \"result\": $2}" >> "$results"; }
 
 echo "== 1 environment"
 t=$(date +%s)
@@ -48,86 +65,215 @@ export PATH=/usr/local/cuda/bin:$PATH
     echo "nvidia-smi: not available"
   fi
   nvcc --version 2>&1 | tail -n 2
-  cmake --version 2>&1 | head -n 1
-  g++ --version 2>&1 | head -n 1
-  command -v ninja >/dev/null && echo "ninja $(ninja --version)"
+  nproc
+  python3 -c "import torch, transformers, peft; print('torch', torch.__version__, 'transformers', transformers.__version__, 'peft', peft.__version__)" 2>&1 | tail -n 1
 } | tee "$out/env.txt"
 record environment done $(( $(date +%s) - t ))
 
-echo "== 2 build (standalone tests/gpu, CUDA)"
-t=$(date +%s)
-# This GPU's architecture ("9.0" -> 90); CMake's own "native" needs 3.24 and a visible GPU.
-cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
-arch=${CUDA_ARCH:-${cap:-90}}
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-build_ok=0
-if timeout 420 cmake -S tests/gpu -B "$build" "${generator[@]}" -DMEDTUNE_GPU=cuda \
-     -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMEDTUNE_GPU_CHECK_WERROR=OFF >"$out/build.log" 2>&1 &&
-   timeout 420 cmake --build "$build" -j"$jobs" >>"$out/build.log" 2>&1; then
-  build_ok=1
-  record build ok $(( $(date +%s) - t )) "sm_$arch, log build.log"
+# ---- the bundle (scripts/gpu-bundle.sh), unpacked outside the checkout
+bundle=${BUNDLE:-build-gpu-cuda/medtune-gpu-bundle.tar.xz}
+bin=""
+if [ -f "$bundle" ]; then
+  dir=$(mktemp -d)
+  tar -C "$dir" -xJf "$bundle"
+  bin=$dir/medtune-gpu/bin
+  export LD_LIBRARY_PATH=$dir/medtune-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  echo "bundle: $bundle (commit $(cat "$dir/medtune-gpu/commit"))"
+  "$bin/medtune" doctor --no-op-tests > "$out/doctor.txt" 2>&1 || true
+  if ldd "$bin/medtune" | grep -q "not found"; then
+    ldd "$bin/medtune" | grep "not found" | tee "$out/ldd-missing.txt"
+    bin=""
+    record bundle FAILED 0 "libraries not found: ldd-missing.txt"
+  fi
 else
-  tail -n 40 "$out/build.log"
-  record build FAILED $(( $(date +%s) - t )) "see build.log"
+  record bundle "NOT CARRIED" 0 "$bundle absent: stages 3-8 need it (scripts/gpu-compile-check.sh)"
 fi
 
-bin=$build/test_gpu_ops
-if [ "$build_ok" = 1 ]; then
-  echo "== 3 op tests"
-  t=$(date +%s)
+echo "== 2 op tests"
+t=$(date +%s)
+ops_bin=""
+if [ -n "$bin" ]; then
+  ops_bin=$bin/test_gpu_ops
+else
+  # The standalone build of the op tests alone: the GPU image has nvcc, CMake and g++.
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+  if timeout 420 cmake -S tests/gpu -B build-gpu-check -DMEDTUNE_GPU=cuda \
+       -DCMAKE_CUDA_ARCHITECTURES="${cap:-90}" -DMEDTUNE_GPU_CHECK_WERROR=OFF >"$out/build.log" 2>&1 &&
+     timeout 420 cmake --build build-gpu-check -j"$jobs" >>"$out/build.log" 2>&1; then
+    ops_bin=build-gpu-check/test_gpu_ops
+  else
+    record "op tests" FAILED $(( $(date +%s) - t )) "standalone build failed: build.log"
+  fi
+fi
+if [ -n "$ops_bin" ]; then
   rc=0
-  timeout 240 "$bin" 2>&1 | tee "$out/ops.log" || rc=$?
+  timeout 240 "$ops_bin" > "$out/ops.log" 2>&1 || rc=$?
   line=$(grep -E "^gpu op tests:" "$out/ops.log" | tail -n 1)
   case $rc in
     0) record "op tests" ok $(( $(date +%s) - t )) "$line" ;;
-    # On the machine this script is for, a skip means the GPU was not visible: the check failed.
-    77) record "op tests" "SKIPPED (no GPU)" $(( $(date +%s) - t )) "$(head -n 1 "$out/ops.log")" ;;
+    77) record "op tests" FAILED $(( $(date +%s) - t )) "no GPU visible: $(head -n 1 "$out/ops.log")" ;;
+    124) record "op tests" "TIMED OUT" $(( $(date +%s) - t )) "see ops.log" ;;
     *) record "op tests" FAILED $(( $(date +%s) - t )) "exit $rc; $line; see ops.log" ;;
   esac
-
-  t=$(date +%s)
-  rc=0
-  timeout 240 ctest --test-dir "$build" -L gpu --output-on-failure >"$out/ctest.log" 2>&1 || rc=$?
-  line=$(grep -E "tests passed|tests failed" "$out/ctest.log" | tail -n 1)
-  skipped=$(grep -c "(Skipped)" "$out/ctest.log" || true)
-  if [ "$rc" = 0 ] && [ "$skipped" -gt 0 ]; then
-    record "ctest -L gpu" "SKIPPED (no GPU)" $(( $(date +%s) - t )) "$skipped of the tests skipped"
-  elif [ "$rc" = 0 ]; then
-    record "ctest -L gpu" ok $(( $(date +%s) - t )) "$line"
-  else
-    record "ctest -L gpu" FAILED $(( $(date +%s) - t )) "$line; see ctest.log"
-  fi
-
-  echo "== 4 memcheck (compute-sanitizer, quick cases)"
-  t=$(date +%s)
-  if command -v compute-sanitizer >/dev/null; then
-    rc=0
-    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin" --quick >"$out/memcheck.log" 2>&1 || rc=$?
-    case $rc in
-      0) record memcheck ok $(( $(date +%s) - t )) "$(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -n 1)" ;;
-      124) record memcheck "TIMED OUT" $(( $(date +%s) - t )) "informative only; see memcheck.log" ;;
-      3) record memcheck FAILED $(( $(date +%s) - t )) "$(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -n 1)" ;;
-      # Anything else: the tool may not work under this machine's runtime (under gVisor it says
-      # "Device not supported"), or a case failed under it: read memcheck.log. Not counted as a failure.
-      *) record memcheck INCONCLUSIVE $(( $(date +%s) - t )) "exit $rc; see memcheck.log" ;;
-    esac
-  else
-    record memcheck "NOT RUN" 0 "compute-sanitizer not installed"
-  fi
 fi
 
-echo "== 5-6 training and the HF PEFT anchor"
-# TODO(issue #8): medtune train --device gpu for a few LoRA steps on random-weight Llama-2-7B and
-# Llama-3-8B architectures, then ../shared/bench/hf_peft_anchor.py on the same shapes (copy it
-# into the checkout first: ../shared does not travel to the GPU machine), printing tokens/s,
-# peak memory and MFU side by side.
-echo "training on the GPU: not implemented yet"
-echo "HF PEFT anchor comparison: not implemented yet"
-record "train 7B/8B" "NOT IMPLEMENTED" 0 "not implemented yet (issue #8)"
-record "HF PEFT anchor" "NOT IMPLEMENTED" 0 "not implemented yet (issue #8)"
+[ -n "$bin" ] || { printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"; exit 1; }
+MT=$bin/medtune
+work=$(mktemp -d)
+
+echo "== 3 parity (medtune-parity --device gpu, fp32 and bf16)"
+for prec in fp32 bf16; do
+  t=$(date +%s)
+  rc=0
+  timeout 120 "$bin/medtune-parity" --device gpu --precision "$prec" tests/fixtures/hf/*/ > "$out/parity-$prec.jsonl" \
+    2> "$out/parity-$prec.err" || rc=$?
+  n_ok=$(grep -c '"ok":true' "$out/parity-$prec.jsonl" || true)
+  n_all=$(ls -d tests/fixtures/hf/*/ | wc -l)
+  worst=$(python3 -c "
+import json
+rows=[json.loads(l) for l in open('$out/parity-$prec.jsonl')]
+print(max((r['base_logits_max_rel_error'] for r in rows), default=float('nan')), max((r['lora_logits_max_rel_error'] for r in rows), default=float('nan')), rows[0]['tolerances']['logits_rel'] if rows else '')" 2>/dev/null)
+  result "parity $prec" "{\"ok\": $n_ok, \"fixtures\": $n_all, \"worst_base_lora_tol\": \"$worst\"}"
+  [ "$rc" = 0 ] && record "parity $prec" ok $(( $(date +%s) - t )) "$n_ok/$n_all fixtures; worst base/LoRA logit rel. error, tolerance: $worst" ||
+    record "parity $prec" FAILED $(( $(date +%s) - t )) "exit $rc, $n_ok/$n_all ok; parity-$prec.jsonl, parity-$prec.err"
+done
+
+# The model for stages 4-7: the real SmolLM2 if it travelled, else random SmolLM2-shaped weights
+# with SmolLM2's tokenizer (tests/fixtures/tokenizer/smollm2).
+real=""
+for m in "${MEDTUNE_SMOLLM2_GGUF:-}" models/SmolLM2-135M-Instruct.Q4_1.gguf gpu-model/SmolLM2-135M-Instruct.Q4_1.gguf; do
+  [ -n "$m" ] && [ -f "$m" ] && { real=$(realpath "$m"); break; }
+done
+if [ -n "$real" ]; then
+  model=$real
+else
+  model=$work/smollm2-random
+  "$bin/medtune-random-llama" "$model" --arch smollm2-135m --dtype f32 > /dev/null
+  cp tests/fixtures/tokenizer/smollm2/tokenizer.json tests/fixtures/tokenizer/smollm2/tokenizer_config.json "$model/"
+fi
+echo "model for stages 4-7: $model"
+
+echo "== 4 train: 30 steps on the CPU and on the GPU"
+t=$(date +%s)
+rc=0
+for run in cpu:fp32 gpu:fp32 gpu:bf16; do
+  timeout 150 "$MT" train --config configs/smollm2-fictional-lora.yaml --device "${run%%:*}" --precision "${run##*:}" \
+    base_model="$model" max_steps=30 output_dir="$work/train-${run/:/-}" max_runtime=2m > "$out/train-${run/:/-}.log" 2>&1 || rc=$?
+done
+if [ "$rc" = 0 ]; then
+  cmp=$(python3 - "$work/train-cpu-fp32/metrics.jsonl" "$work/train-gpu-fp32/metrics.jsonl" "$work/train-gpu-bf16/metrics.jsonl" <<'EOF'
+import json, sys
+def losses(p):
+    return [r["loss"] for r in map(json.loads, open(p)) if "loss" in r and "step" in r]
+a, b, c = losses(sys.argv[1]), losses(sys.argv[2]), losses(sys.argv[3])
+rel = lambda u, v: max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(u, v))
+print(json.dumps({"steps": len(a), "cpu_first_last": [a[0], a[-1]], "gpu_fp32_first_last": [b[0], b[-1]],
+                  "gpu_bf16_first_last": [c[0], c[-1]], "max_rel_diff": rel(a, b), "bf16_max_rel_diff": rel(a, c)}))
+EOF
+)
+  result train "$cmp"
+  rel=$(python3 -c "import json; print(json.loads('''$cmp''')['max_rel_diff'])")
+  # fp32 on both sides, different summation orders: ~1e-6 per step, compounding over 30 updates;
+  # 1e-3 relative is far below what a wrong gradient does (the loss curve separates by percents).
+  if python3 -c "import sys; sys.exit(0 if $rel <= 1e-3 else 1)"; then
+    record train ok $(( $(date +%s) - t )) "$cmp"
+  else
+    record train FAILED $(( $(date +%s) - t )) "$cmp (tolerance 1e-3)"
+  fi
+else
+  record train FAILED $(( $(date +%s) - t )) "exit $rc: train-*.log"
+fi
+
+echo "== 5 eval: CPU vs GPU on data/fictional/test.jsonl"
+t=$(date +%s)
+rc=0
+for run in cpu:fp32 gpu:fp32 gpu:bf16; do
+  timeout 120 "$MT" eval "$model" --data data/fictional/test.jsonl --format lm_eval --scoring text -q \
+    --device "${run%%:*}" --precision "${run##*:}" --out "$work/eval-${run/:/-}" > "$out/eval-${run/:/-}.log" 2>&1 || rc=$?
+done
+if [ "$rc" = 0 ]; then
+  cmp=$(python3 - "$work/eval-cpu-fp32/predictions.jsonl" "$work/eval-gpu-fp32/predictions.jsonl" "$work/eval-gpu-bf16/predictions.jsonl" <<'EOF'
+import json, sys
+a, b, c = ([json.loads(l) for l in open(p)] for p in sys.argv[1:4])
+d = lambda u, v: max(abs(p - q) for x, y in zip(u, v) for p, q in zip(x["option_logprobs"], y["option_logprobs"]))
+print(json.dumps({"questions": len(a), "same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, b)),
+                  "max_abs_dloglik": d(a, b), "bf16_same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, c)),
+                  "bf16_max_abs_dloglik": d(a, c)}))
+EOF
+)
+  result eval "$cmp"
+  same=$(python3 -c "import json; r=json.loads('''$cmp'''); print(int(r['same_prediction']==r['questions']))")
+  [ "$same" = 1 ] && record eval ok $(( $(date +%s) - t )) "$cmp" || record eval FAILED $(( $(date +%s) - t )) "$cmp"
+else
+  record eval FAILED $(( $(date +%s) - t )) "exit $rc: eval-*.log"
+fi
+
+echo "== 6 the embedded default on the GPU"
+t=$(date +%s)
+if [ -n "$real" ]; then
+  rc=0
+  timeout 240 "$MT" train --config configs/smollm2-fictional-lora.yaml --device gpu base_model="$real" \
+    output_dir="$work/default" > "$out/default-train.log" 2>&1 || rc=$?
+  [ "$rc" = 0 ] && timeout 60 "$MT" eval "$real" --data data/fictional/test.jsonl --format lm_eval --scoring text -q \
+    --device gpu --adapter "$work/default/adapter" --out "$work/default-eval" --json > "$out/default-eval.json" 2> "$out/default-eval.err" || rc=$?
+  if [ "$rc" = 0 ]; then
+    acc=$(python3 -c "import json; print(json.load(open('$out/default-eval.json'))['metrics']['accuracy']['value'])" 2>/dev/null || echo nan)
+    result default "{\"accuracy\": $acc}"
+    python3 -c "import sys; sys.exit(0 if $acc >= 0.9 else 1)" && record default ok $(( $(date +%s) - t )) "test accuracy $acc (>= 0.90)" ||
+      record default FAILED $(( $(date +%s) - t )) "test accuracy $acc (< 0.90)"
+  else
+    record default FAILED $(( $(date +%s) - t )) "exit $rc: default-train.log, default-eval.json"
+  fi
+else
+  record default "NOT RUN" 0 "the real SmolLM2 did not travel (gpu-model/, see the top of this script)"
+fi
+
+echo "== 7 memory: 200 steps on the GPU"
+t=$(date +%s)
+rc=0
+timeout 150 "$bin/bench_train_step" "$model" --device gpu --batch 8 --seq 256 --steps 200 --peak-after 5 \
+  > "$out/memory.json" 2> "$out/memory.err" || rc=$?
+if [ "$rc" = 0 ]; then
+  result memory "$(cat "$out/memory.json")"
+  flat=$(python3 -c "import json; r=json.load(open('$out/memory.json')); print(int(r['device_peak_after_mib']==r['device_peak_mib']), r['device_peak_after_mib'], r['device_peak_mib'])")
+  set -- $flat
+  [ "$1" = 1 ] && record memory ok $(( $(date +%s) - t )) "peak after step 5: $2 MiB, after step 200: $3 MiB" ||
+    record memory FAILED $(( $(date +%s) - t )) "peak after step 5: $2 MiB, after step 200: $3 MiB"
+else
+  record memory FAILED $(( $(date +%s) - t )) "exit $rc: memory.err"
+fi
+
+echo "== 8 bench: Llama-2-7B shapes, medtune and HF PEFT side by side"
+t=$(date +%s)
+big=$work/llama2-7b
+if timeout 150 "$bin/medtune-random-llama" "$big" --arch llama2-7b --dtype bf16 > "$out/bench-make.log" 2>&1; then
+  anchor=""
+  [ -f bench/hf_peft_anchor.py ] && python3 -c "import torch, peft" 2>/dev/null && anchor=bench/hf_peft_anchor.py
+  for ck in 1 0; do
+    timeout 120 "$bin/bench_train_step" "$big" --device gpu --precision bf16 --batch 8 --seq 512 --rank 16 --targets qkvo \
+      --checkpointing "$ck" --steps 3 > "$out/bench-medtune-ckpt$ck.json" 2>> "$out/bench.err" &&
+      result "bench medtune bf16 r16 qkvo 8x512 ckpt=$ck" "$(cat "$out/bench-medtune-ckpt$ck.json")"
+    if [ -n "$anchor" ]; then
+      args=(--arch llama2-7b --r 16 --targets qkvo --batch 8 --seq 512)
+      [ "$ck" = 1 ] && args+=(--ckpt)
+      timeout 150 python3 "$anchor" "${args[@]}" > "$out/bench-hf-ckpt$ck.json" 2>> "$out/bench.err" &&
+        result "bench hf r16 qkvo 8x512 ckpt=$ck" "$(tail -n 1 "$out/bench-hf-ckpt$ck.json")"
+    fi
+  done
+  timeout 120 "$bin/bench_train_step" "$big" --device gpu --precision fp32 --batch 8 --seq 512 --rank 16 --targets qkvo \
+    --checkpointing 1 --steps 2 > "$out/bench-medtune-fp32.json" 2>> "$out/bench.err" &&
+    result "bench medtune fp32 r16 qkvo 8x512 ckpt=1" "$(cat "$out/bench-medtune-fp32.json")"
+  timeout 60 "$bin/bench_forward" "$big" --device gpu --prompt-tokens 256 --decode-tokens 64 --repeats 3 \
+    > "$out/bench-medtune-decode.json" 2>> "$out/bench.err" && result "bench medtune decode" "$(cat "$out/bench-medtune-decode.json")"
+  [ -n "$anchor" ] && timeout 120 python3 "$anchor" --arch llama2-7b --generate > "$out/bench-hf-decode.json" 2>> "$out/bench.err" &&
+    result "bench hf decode" "$(tail -n 1 "$out/bench-hf-decode.json")"
+  record bench done $(( $(date +%s) - t )) "results.jsonl (HF anchor: ${anchor:-not importable here})"
+else
+  record bench FAILED $(( $(date +%s) - t )) "medtune-random-llama: bench-make.log"
+fi
+rm -rf "$work"
 
 echo
-echo "== summary ($(date -u +%H:%M:%S) UTC, $(( $(date +%s) - t_all )) s in all; logs in $out)"
+echo "== summary ($(date -u +%H:%M:%S) UTC, $(( $(date +%s) - t_all )) s in all; logs and results.jsonl in $out)"
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 exit "$failed"

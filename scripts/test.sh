@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite: the Release build with every test (including the
 # real-model tests), then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer,
-# then the fuzzers over their committed corpora (regression only, no new fuzzing).
+# then the fuzzers over their committed corpora (regression only, no new fuzzing), then the GPU
+# compile check (the whole project built with -DMEDTUNE_GPU=cuda, the GPU sources with hipcc; no
+# GPU needed; skipped with a message where the CUDA toolkit is absent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --with-hipcc
 export MEDTUNE_SMOLLM2_GGUF=$PWD/models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ -f ../shared/data/medqa/dev.jsonl ]; then
   export MEDTUNE_MEDQA_DEV=$PWD/../shared/data/medqa/dev.jsonl
@@ -41,5 +43,11 @@ for name in $fuzzers; do
   "$f" -runs=0 "$corpus" >/dev/null 2>&1 || { echo "fuzz regression failed: $name"; "$f" -runs=0 "$corpus"; exit 1; }
   echo "$name: corpus $(ls "$corpus" | wc -l) inputs ok"
 done
+echo "== GPU compile check (scripts/gpu-compile-check.sh)"
+if [ -x "${CUDACXX:-/usr/local/cuda/bin/nvcc}" ]; then
+  bash scripts/gpu-compile-check.sh
+else
+  echo "SKIPPED: no CUDA toolkit (nvcc) on this machine; the CUDA and HIP compile check did not run"
+fi
 echo "all stages passed"
 echo "${total:-0} passed, 0 failed"
