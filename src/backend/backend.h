@@ -1,18 +1,20 @@
 // The backend under the model: where its buffers live and how its ops run.
 //
 // The decoder (model/layer.cpp, model/llama.cpp), the LoRA side path (model/lora_linear.cpp), the
-// training forward (model/train_step.cpp), the scorer and generation are written ONCE against this
-// interface; a backend is a device plus the kernels that run there (ggml's ggml_backend and
+// training pass, forward and backward (model/train_step.cpp), the scorer and generation are
+// written ONCE against this interface; a backend is a device plus the kernels that run there (ggml's ggml_backend and
 // CTranslate2's Device are the same idea). The CPU backend (backend/cpu_backend.cpp) forwards each
 // call to the fp32 CPU ops (src/ops/) and OpenBLAS, keeping its own scheduling inside them, so that
 // every CPU test exercises this code path with the numerics it had before; the GPU backend
 // (src/gpu/gpu_backend.cpp, in -DMEDTUNE_GPU builds) runs the kernels of src/gpu/.
 //
 // Pointers: every activation argument (float*, and the int/uint8 index arrays marked "device") is
-// memory of THIS backend (allocate(), Array<T>). Frozen weights and adapter matrices are passed as
-// their HOST storage (a checkpoint mapping, a std::vector) and the backend reads its own resident
-// copy (resident()): on the CPU that is the same memory, on a GPU a copy made once at load.
-// Index lists marked "host" are uploaded by the backend itself.
+// memory of THIS backend (allocate(), Array<T>), and so are gradient accumulators. The ops that
+// take frozen weights (StoredMatrix, norm and bias vectors) take their HOST storage (a checkpoint
+// mapping, a std::vector) and read the backend's own resident copy (resident()): on the CPU that is
+// the same memory, on a GPU a copy made once at load. gemm() takes device pointers only: callers
+// pass adapter matrices through resident() themselves (model/lora_linear.cpp). Index lists marked
+// "host" are uploaded by the backend itself.
 //
 // Calls may be asynchronous on a device: results are visible to the host after to_host() (which
 // waits) or synchronize(). Shapes use the legend of ops/ops.h.
