@@ -191,11 +191,7 @@ ScoredQuestion finish_question(const McqItem& item, Scoring scoring, const Prepa
 void score_batch(model::LlamaModel& model, const std::vector<const PreparedQuestion*>& qs,
                  std::vector<std::vector<double>>& logliks) {
   const int64_t V = model.config().vocab_size;
-  struct Row {
-    std::vector<int32_t> ids;
-    size_t q = 0;
-  };
-  std::vector<Row> rows;
+  std::vector<std::vector<int32_t>> rows;  // distinct (context + continuation minus its last token)
   struct Scored {  // option o of question q: its tokens' positions in row `row`
     size_t q, o, row;
   };
@@ -208,12 +204,12 @@ void score_batch(model::LlamaModel& model, const std::vector<const PreparedQuest
       std::vector<int32_t> ids = q.tq.context;
       ids.insert(ids.end(), c.begin(), c.end() - 1);
       auto [it, fresh] = row_of.try_emplace(ids, rows.size());
-      if (fresh) rows.push_back({std::move(ids), i});
+      if (fresh) rows.push_back(std::move(ids));
       scored.push_back({i, o, it->second});
     }
   }
   int64_t T = 0;
-  for (const Row& r : rows) T = std::max<int64_t>(T, static_cast<int64_t>(r.ids.size()));
+  for (const auto& r : rows) T = std::max<int64_t>(T, static_cast<int64_t>(r.size()));
   const auto B = static_cast<int64_t>(rows.size());
   model::Batch batch;
   batch.B = B;
@@ -221,7 +217,7 @@ void score_batch(model::LlamaModel& model, const std::vector<const PreparedQuest
   batch.ids.assign(static_cast<size_t>(B * T), 0);
   batch.mask.assign(static_cast<size_t>(B * T), 0);
   for (int64_t b = 0; b < B; ++b) {
-    const auto& ids = rows[static_cast<size_t>(b)].ids;
+    const auto& ids = rows[static_cast<size_t>(b)];
     std::copy(ids.begin(), ids.end(), batch.ids.begin() + b * T);
     std::fill(batch.mask.begin() + b * T, batch.mask.begin() + b * T + static_cast<int64_t>(ids.size()), 1);
   }
@@ -275,37 +271,39 @@ std::vector<QuestionResult> score_questions_batched(model::LlamaModel& model, co
                                                     const std::vector<McqItem>& items, Scoring scoring,
                                                     int64_t batch_tokens,
                                                     const std::function<void(size_t, size_t)>& progress) {
+  // Tokenized once, then dealt into batches in order.
+  std::vector<PreparedQuestion> prepared;
+  prepared.reserve(items.size());
+  for (const McqItem& item : items) prepared.push_back(prepare_question(model, prompts, item, scoring));
   std::vector<QuestionResult> out(items.size());
   size_t done = 0;
   for (size_t first = 0; first < items.size();) {
     // Questions in order until the batch's rows (padded to the longest) would pass batch_tokens;
-    // at least one question per batch.
-    std::vector<PreparedQuestion> prepared;
+    // at least one question per batch. score_batch shares equal rows within a question.
     int64_t rows = 0, longest = 0;
     size_t last = first;
     for (; last < items.size(); ++last) {
-      PreparedQuestion q = prepare_question(model, prompts, items[last], scoring);
-      int64_t q_rows = 0, q_len = 0;
-      std::set<std::vector<int32_t>> distinct;
+      const PreparedQuestion& q = prepared[last];
+      std::set<std::vector<int32_t>> distinct;  // the continuations' tails: one row each
+      int64_t q_len = 0;
       for (const auto& c : q.conts()) {
-        std::vector<int32_t> tail(c.begin(), c.end() - 1);
-        if (distinct.insert(tail).second) ++q_rows;
+        distinct.emplace(c.begin(), c.end() - 1);
         q_len = std::max<int64_t>(q_len, static_cast<int64_t>(q.tq.context.size() + c.size() - 1));
       }
-      if (!prepared.empty() && (rows + q_rows) * std::max(longest, q_len) > batch_tokens) break;
+      const auto q_rows = static_cast<int64_t>(distinct.size());
+      if (last > first && (rows + q_rows) * std::max(longest, q_len) > batch_tokens) break;
       rows += q_rows;
       longest = std::max(longest, q_len);
-      prepared.push_back(std::move(q));
     }
     std::vector<const PreparedQuestion*> qs;
     std::vector<std::vector<double>> logliks;
-    for (const PreparedQuestion& q : prepared) {
-      qs.push_back(&q);
-      logliks.emplace_back(q.conts().size(), 0.0);
+    for (size_t i = first; i < last; ++i) {
+      qs.push_back(&prepared[i]);
+      logliks.emplace_back(prepared[i].conts().size(), 0.0);
     }
     score_batch(model, qs, logliks);
-    for (size_t i = 0; i < prepared.size(); ++i) {
-      out[first + i] = finish_question(items[first + i], scoring, prepared[i], std::move(logliks[i])).result;
+    for (size_t i = first; i < last; ++i) {
+      out[i] = finish_question(items[i], scoring, prepared[i], std::move(logliks[i - first])).result;
       ++done;
       if (progress) progress(done, items.size());
     }
