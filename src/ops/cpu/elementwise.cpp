@@ -66,26 +66,26 @@ void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64
   }
 }
 
-void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) {
+namespace {
+// Per head of x (N*H heads of HD): GGUF element 2*i + j <-> HF element j*(HD/2) + i, towards HF
+// order (to_hf) or back.
+void permute_gguf_qk(float* x, int64_t N, int64_t H, int64_t HD, bool to_hf) {
   const int64_t half = HD / 2;
   std::vector<float> tmp(static_cast<size_t>(HD));
   for (int64_t nh = 0; nh < N * H; ++nh) {
     float* head = x + nh * HD;
     for (int64_t i = 0; i < half; ++i)
-      for (int64_t j = 0; j < 2; ++j) tmp[static_cast<size_t>(j * half + i)] = head[2 * i + j];
+      for (int64_t j = 0; j < 2; ++j) {
+        const int64_t gguf = 2 * i + j, hf = j * half + i;
+        tmp[static_cast<size_t>(to_hf ? hf : gguf)] = head[to_hf ? gguf : hf];
+      }
     for (int64_t d = 0; d < HD; ++d) head[d] = tmp[static_cast<size_t>(d)];
   }
 }
+}  // namespace
 
-void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) {
-  const int64_t half = HD / 2;
-  std::vector<float> tmp(static_cast<size_t>(HD));
-  for (int64_t nh = 0; nh < N * H; ++nh) {
-    float* head = x + nh * HD;
-    for (int64_t i = 0; i < half; ++i)
-      for (int64_t j = 0; j < 2; ++j) tmp[static_cast<size_t>(2 * i + j)] = head[j * half + i];
-    for (int64_t d = 0; d < HD; ++d) head[d] = tmp[static_cast<size_t>(d)];
-  }
-}
+void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) { permute_gguf_qk(x, N, H, HD, true); }
+
+void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) { permute_gguf_qk(x, N, H, HD, false); }
 
 }  // namespace medtune::ops
