@@ -164,11 +164,10 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   lora_add(a.n1.data(), N, {{a.q.data(), Proj::q}, {k, Proj::k}, {v, Proj::v}});
   be.rope_forward(a.q.data(), call.cos, call.sin, N, NH, HD);
   be.rope_forward(k, call.cos, call.sin, N, NKV, HD);
-  // Append keys and values: (B, T, NKV, HD) -> cache (B, Smax, NKV, HD) at position past.
-  for (int64_t b = 0; b < s.B; ++b) {
-    be.copy_rows(call.k_cache + (b * s.Smax + s.past) * KVD, KVD, k + b * s.T * KVD, KVD, s.T, KVD);
-    be.copy_rows(call.v_cache + (b * s.Smax + s.past) * KVD, KVD, v + b * s.T * KVD, KVD, s.T, KVD);
-  }
+  // Append keys and values: (B, T, NKV, HD) -> cache (B, Smax, NKV, HD) at position past, each
+  // batch row's T*KVD floats as one strided row.
+  be.copy_rows(call.k_cache + s.past * KVD, s.Smax * KVD, k, s.T * KVD, s.B, s.T * KVD);
+  be.copy_rows(call.v_cache + s.past * KVD, s.Smax * KVD, v, s.T * KVD, s.B, s.T * KVD);
   be.attention_forward(a.att.data(), a.lse.empty() ? nullptr : a.lse.data(), a.q.data(), call.k_cache,
                        call.v_cache, call.key_valid, call.seg_start, s);
 
