@@ -132,7 +132,6 @@ void expect_same_forward(const std::string& fixture, model::WeightQuant quant = 
 }
 
 TEST(SimulatedDevice, ForwardEqualsTheCpuBackendOnEveryArchitectureFixture) {
-  const int64_t live = device().live_blocks();
   for (const char* f : {"llama_gqa", "llama_attn_bias", "llama_headdim", "llama_mha_odd", "llama_tied",
                         "llama3_rope", "mistral", "qwen2_bias"})
     expect_same_forward(kFixtures + f + "/base");
@@ -140,7 +139,6 @@ TEST(SimulatedDevice, ForwardEqualsTheCpuBackendOnEveryArchitectureFixture) {
   expect_same_forward(MEDTUNE_SOURCE_DIR "/tests/fixtures/nf4/tiny_llama/base", model::WeightQuant::kNf4);
   // The models are gone: so are their resident weights (only per-thread scratch may remain).
   EXPECT_EQ(device().resident_bytes(), 0);
-  EXPECT_GE(device().live_blocks(), live);
 }
 
 TEST(SimulatedDevice, AdapterIsReadFromItsResidentCopyAndRefreshedBySetLora) {
