@@ -34,9 +34,11 @@ echo "== 5. Before vs after"
 ./build/medtune eval --compare "$OUT/before" "$OUT/after"
 echo "== 6. A test question (gold answer: Bovecillin), without and with the adapter"
 # The first item of data/fictional/test.jsonl, rendered as the lm-eval prompt the adapter was trained on.
+# generate says on stderr why it stopped: the base model's answer is empty because the first token
+# it chooses is its end-of-sequence token <|im_end|>.
 PROMPT=$'Question: For a child with Trerox syndrome, which drug is preferred initially?\nA. Bovecillin\nB. Tavacillin\nC. Revoolol\nD. Nasitinib\nAnswer:'
 echo "$PROMPT"
-echo -n "before:"
+echo -n "before: "
 ./build/medtune generate "$MODEL" -p "$PROMPT" -n 4
 echo
 echo -n "after: "

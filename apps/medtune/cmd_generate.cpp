@@ -1,8 +1,12 @@
 // medtune generate MODEL -p TEXT [--chat] [--system S] [--adapter DIR] [-n N] [--temperature T] [--top-k K]
-//                  [--top-p P] [--seed S] [--device cpu|gpu|gpu:N] [--precision fp32|bf16|auto]
-// Streams the answer to stdout as it is produced, never splitting a UTF-8 character.
+//                  [--top-p P] [--seed S] [--device cpu|gpu|gpu:N] [--precision fp32|bf16|auto] [--json] [-q]
+// Streams the answer to stdout as it is produced, never splitting a UTF-8 character, then prints
+// the prompt and decode timings and why it stopped on stderr (as llama.cpp prints its timings).
+// With --json, prints one JSON object instead: the text, the tokens, the stop reason and the timings.
+#include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "adapter_loading.h"
 #include "cli_checks.h"
@@ -19,13 +23,42 @@
 
 namespace medtune::cli {
 
+namespace {
+
+double per_second(int64_t n, double seconds) { return seconds > 0 ? static_cast<double>(n) / seconds : 0.0; }
+
+// The names llama-server uses in its "timings" object where it has one.
+nlohmann::json timings_json(const model::GenerateStats& s) {
+  return {{"prompt_n", s.prompt_tokens},
+          {"prompt_ms", s.prompt_seconds * 1e3},
+          {"prompt_per_second", per_second(s.prompt_tokens, s.prompt_seconds)},
+          {"first_token_ms", s.first_token_seconds * 1e3},
+          {"predicted_n", s.decode_passes},
+          {"predicted_ms", s.decode_seconds * 1e3},
+          {"predicted_per_second", per_second(s.decode_passes, s.decode_seconds)}};
+}
+
+std::string timings_line(const model::GenerateStats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "prompt %lld tokens in %.1f ms (%.1f tokens/s); first token after %.1f ms; "
+                "decode %lld tokens in %.1f ms (%.1f tokens/s)",
+                static_cast<long long>(s.prompt_tokens), s.prompt_seconds * 1e3,
+                per_second(s.prompt_tokens, s.prompt_seconds), s.first_token_seconds * 1e3,
+                static_cast<long long>(s.decode_passes), s.decode_seconds * 1e3,
+                per_second(s.decode_passes, s.decode_seconds));
+  return buf;
+}
+
+}  // namespace
+
 void add_generate_command(CLI::App& app) {
   struct Args {
     std::string model, prompt, system, adapter;
     std::string base_quant = "none";  // --base-quant: see model::WeightQuant
     std::string device = "cpu";       // --device: backend::parse_device
     std::string precision = "auto";   // --precision: backend::parse_precision
-    bool chat = false, check_tensors = false;
+    bool chat = false, check_tensors = false, json = false, quiet = false;
     int64_t max_new_tokens = 128, ctx_size = 0;
     model::SamplingParams sampling;
   };
@@ -53,6 +86,9 @@ void add_generate_command(CLI::App& app) {
       ->check(integer_in(1));
   cmd->add_flag("--check-tensors,!--no-check-tensors", args->check_tensors,
                 "Check every weight for NaN/Inf before generating (reads the whole model once)");
+  cmd->add_flag("--json", args->json,
+                "Print one JSON object: text, token ids and pieces, stop reason, prompt/decode timings");
+  cmd->add_flag("-q,--quiet", args->quiet, "No notes or timings on stderr");
   cmd->callback([args] {
     const backend::Device device = backend::parse_device(args->device, "--device");
     const backend::Precision precision = backend::parse_precision(args->precision, device, "--precision");
@@ -93,7 +129,7 @@ void add_generate_command(CLI::App& app) {
                        std::to_string(n_ctx) + " tokens" + (args->ctx_size > 0 ? " (--ctx-size)" : " (max_position_embeddings)"));
       if (P + max_new > n_ctx) {
         max_new = n_ctx - P;
-        std::cerr << "medtune: note: -n " << args->max_new_tokens << " capped to " << max_new << " (prompt " << P
+        if (!args->quiet) std::cerr << "medtune: note: -n " << args->max_new_tokens << " capped to " << max_new << " (prompt " << P
                   << " tokens + " << max_new << " = the context of " << n_ctx << " tokens)\n";
       }
     }
@@ -107,11 +143,45 @@ void add_generate_command(CLI::App& app) {
     for (int64_t id : model.config().eos_token_ids) opt.stop_ids.push_back(id);
     if (tok->eos_id() >= 0) opt.stop_ids.push_back(tok->eos_id());
     tokenizer::StreamDecoder stream(*tok, /*skip_special=*/true);
-    model::generate(model, prompt, opt, [&](int32_t id) {
-      std::cout << stream.push(id) << std::flush;
-      return true;
-    });
-    std::cout << stream.flush() << "\n";
+    std::string text;
+    model::GenerateStats stats;
+    const std::vector<int32_t> out = model::generate(
+        model, prompt, opt,
+        [&](int32_t id) {
+          const std::string piece = stream.push(id);
+          text += piece;
+          if (!args->json) std::cout << piece << std::flush;
+          return true;
+        },
+        &stats);
+    const std::string tail = stream.flush();
+    text += tail;
+    // Why it stopped, in words: an empty answer is most often the model choosing its
+    // end-of-sequence token at once, which the text alone cannot show.
+    std::string stop = "reached the limit of " + std::to_string(max_new) + " new tokens";
+    if (stats.stop == model::StopReason::kStopToken)
+      stop = "the model produced its stop token " + tok->token_piece(out.back()) + " (id " +
+             std::to_string(out.back()) + ")";
+    if (args->json) {
+      nlohmann::json j;
+      j["text"] = text;
+      j["token_ids"] = out;
+      j["tokens"] = nlohmann::json::array();
+      for (int32_t id : out) j["tokens"].push_back(tok->token_piece(id));
+      j["stop_reason"] = model::stop_reason_name(stats.stop);
+      j["stopped_by"] = stop;
+      j["prompt_tokens"] = stats.prompt_tokens;
+      j["completion_tokens"] = stats.new_tokens;
+      j["timings"] = timings_json(stats);
+      j["device"] = be.describe();
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      return;
+    }
+    std::cout << tail << "\n";
+    if (!args->quiet)
+      std::cerr << "medtune: stopped after " << stats.new_tokens << (stats.new_tokens == 1 ? " token" : " tokens")
+                << ": " << stop << "\n"
+                << "medtune: " << timings_line(stats) << "\n";
   });
 }
 

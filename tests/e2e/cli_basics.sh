@@ -33,6 +33,13 @@ if [ -n "$MODEL" ] && [ -f "$MODEL" ]; then
   expect 2 "bad.jsonl:2" -- "$MT" eval "$MODEL" --data "$tmp/bad.jsonl" --out "$tmp/e0" -q
   expect 0 '"ids":\[' -- "$MT" tokenize "$MODEL" "Aspirin irreversibly inhibits COX-1" --json
   expect 0 "." -- "$MT" generate "$MODEL" -p "The heart has four" -n 4
+  # Timings and the stop reason: on stderr by default, in the object with --json.
+  expect 0 "stopped after 4 tokens: reached the limit of 4 new tokens.*prompt [0-9]+ tokens in .* tokens/s" -- \
+    "$MT" generate "$MODEL" -p "The heart has four" -n 4 --temperature 0
+  expect 0 '"completion_tokens": 4,.*"stop_reason": "length".*"predicted_n": 3,.*"prompt_per_second"' -- \
+    "$MT" generate "$MODEL" -p "The heart has four" -n 4 --json
+  expect 0 '"stop_reason": "stop_token",.*"stopped_by": "the model produced its stop token <\|im_end\|> \(id 2\)"' -- \
+    "$MT" generate "$MODEL" -p "Hi" --chat -n 64 --json
   expect 0 "accuracy" -- "$MT" eval "$MODEL" --data data/sample/medqa_dev.jsonl --limit 6 --out "$tmp/e1" -q
   expect 0 "accuracy" -- "$MT" eval "$MODEL" --data data/sample/medqa_dev.jsonl --limit 6 --format chat --out "$tmp/e2" -q
   for f in report.json report.html predictions.jsonl; do
