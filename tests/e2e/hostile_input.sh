@@ -55,6 +55,7 @@ check "manifest, config, metrics and adapter unchanged by the refusals" \
 check "the refused runs wrote nothing: the files still hash the same" \
   bash -c "cd '$tmp/run' && sha256sum -c --quiet '$tmp/before2.sha'"
 expect 0 "0 no longer match" -- "$MT" verify "$tmp/run"
+expect 0 '"changed": 0,.*"status": "completed"' -- "$MT" verify "$tmp/run" --json
 expect 0 "completed" -- "$MT" train -c "$tmp/run.yaml" --overwrite-output-dir
 
 echo "== 2. a diverged run stops, keeps its last good checkpoint, writes no adapter"
