@@ -1,12 +1,15 @@
 // Per-element decode of stored weights on the device, shared by gpu::dequantize (dequantize.cu)
 // and gpu::embedding_rows (embedding.cu): decode<T>(src, i, code) is element i of a run of whole
-// blocks of type T starting at src. Device code only (includes vendor.h through launch.h).
+// blocks of type T starting at src. Device code only (includes vendor.h through launch.h); the
+// block types are gpu/block_decode.h's host-and-device functions, tested on the CPU.
 //
 // Bit-exact with the CPU (medtune::dequantize_row, nf4::dequantize_blocks):
 //   F32        the bits as stored;
 //   F16/BF16   exact conversions;
 //   Q8_0/Q4_0  x = q·d with |q| ≤ 128 and an f16 d (11-bit significand): the product is exact;
 //   Q4_1       x = q·d + m: q·d exact, so one rounding whether or not it is contracted into an FMA;
+//   Q4_K       x = (d·sc)·q − dmin·m: every product exact (≤ 21 bits), one rounding at the end;
+//   Q6_K       x = (d·sc)·(q − 32): d·sc exact, one rounding, no add;
 //   NF4        x = code[q]·absmax: one fp32 product, one rounding.
 // So any order and any contraction give the CPU's bits (src/core/quant.cpp states the same).
 // Bytes are read as bytes (little-endian): no alignment beyond a byte is assumed of src.
@@ -17,12 +20,13 @@
 
 #include "core/dtype.h"
 #include "core/nf4.h"
+#include "gpu/block_decode.h"
 #include "gpu/launch.h"
 
 namespace medtune::gpu::decode_detail {
 
-inline constexpr int64_t kQK = 32;  // ggml's legacy block: Q8_0, Q4_0, Q4_1
-inline constexpr int64_t kQ8_0Bytes = 34, kQ4_0Bytes = 18, kQ4_1Bytes = 20;
+static_assert(block_decode::kNf4Block == nf4::kBlock && block_decode::kNf4Bytes == nf4::kRowBlockBytes,
+              "block_decode's NF4 layout is medtune's row blocks");
 
 // bitsandbytes' 16 NF4 values, passed to kernels by value from nf4::kCode (no second copy of the
 // table in the sources).
@@ -50,6 +54,8 @@ void dispatch(DType t, F&& f) {
     case DType::Q8_0: f(TypeTag<DType::Q8_0>{}); break;
     case DType::Q4_0: f(TypeTag<DType::Q4_0>{}); break;
     case DType::Q4_1: f(TypeTag<DType::Q4_1>{}); break;
+    case DType::Q4_K: f(TypeTag<DType::Q4_K>{}); break;
+    case DType::Q6_K: f(TypeTag<DType::Q6_K>{}); break;
     case DType::NF4: f(TypeTag<DType::NF4>{}); break;
     default: break;
   }
@@ -64,6 +70,8 @@ inline bool supported(DType t) {
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q4_1:
+    case DType::Q4_K:
+    case DType::Q6_K:
     case DType::NF4:
       return true;
     default:
@@ -71,54 +79,37 @@ inline bool supported(DType t) {
   }
 }
 
-__device__ inline uint16_t load_u16(const uint8_t* p) {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-__device__ inline float load_f32(const uint8_t* p) {
-  const unsigned u = static_cast<unsigned>(p[0]) | (static_cast<unsigned>(p[1]) << 8) |
-                     (static_cast<unsigned>(p[2]) << 16) | (static_cast<unsigned>(p[3]) << 24);
-  return __uint_as_float(u);
-}
+// The conversions block_decode's functions take, as the device does them.
+struct DeviceF16 {
+  __device__ float operator()(uint16_t bits) const { return half_bits_to_float(bits); }
+};
+struct DeviceU32 {
+  __device__ float operator()(uint32_t bits) const { return __uint_as_float(bits); }
+};
 
 // Element i of the blocks at src.
 template <DType T>
 __device__ inline float decode(const uint8_t* src, int64_t i, const Nf4Code& code) {
+  using block_decode::load_u16;
   if constexpr (T == DType::F32) {
-    return load_f32(src + 4 * i);
+    return __uint_as_float(block_decode::load_u32(src + 4 * i));
   } else if constexpr (T == DType::F16) {
     return half_bits_to_float(load_u16(src + 2 * i));
   } else if constexpr (T == DType::BF16) {
     return bf16_bits_to_float(load_u16(src + 2 * i));
   } else if constexpr (T == DType::Q8_0) {
-    // 34 B / 32: d f16 | qs[32] int8.   x = q·d
-    const uint8_t* blk = src + (i / kQK) * kQ8_0Bytes;
-    const float d = half_bits_to_float(load_u16(blk));
-    return static_cast<float>(static_cast<int8_t>(blk[2 + i % kQK])) * d;
+    return block_decode::q8_0(src, i, DeviceF16{});
   } else if constexpr (T == DType::Q4_0) {
-    // 18 B / 32: d f16 | qs[16]; low nibbles are elements 0..15, high nibbles 16..31.
-    //   x = (q − 8)·d
-    const uint8_t* blk = src + (i / kQK) * kQ4_0Bytes;
-    const int j = static_cast<int>(i % kQK);
-    const float d = half_bits_to_float(load_u16(blk));
-    const int q = j < kQK / 2 ? (blk[2 + j] & 0xF) : (blk[2 + j - kQK / 2] >> 4);
-    return static_cast<float>(q - 8) * d;
+    return block_decode::q4_0(src, i, DeviceF16{});
   } else if constexpr (T == DType::Q4_1) {
-    // 20 B / 32: d f16 | m f16 | qs[16], nibbles as Q4_0.   x = q·d + m
-    const uint8_t* blk = src + (i / kQK) * kQ4_1Bytes;
-    const int j = static_cast<int>(i % kQK);
-    const float d = half_bits_to_float(load_u16(blk));
-    const float m = half_bits_to_float(load_u16(blk + 2));
-    const int q = j < kQK / 2 ? (blk[4 + j] & 0xF) : (blk[4 + j - kQK / 2] >> 4);
-    return static_cast<float>(q) * d + m;
+    return block_decode::q4_1(src, i, DeviceF16{});
+  } else if constexpr (T == DType::Q4_K) {
+    return block_decode::q4_k(src, i, DeviceF16{});
+  } else if constexpr (T == DType::Q6_K) {
+    return block_decode::q6_k(src, i, DeviceF16{});
   } else {
     static_assert(T == DType::NF4, "decode<T>: no device decode for this type");
-    // medtune's row blocks, 36 B / 64: f32 absmax | 32 bytes, element 2k in the HIGH nibble of
-    // byte k.   x = code[q]·absmax
-    const uint8_t* blk = src + (i / nf4::kBlock) * nf4::kRowBlockBytes;
-    const int j = static_cast<int>(i % nf4::kBlock);
-    const uint8_t byte = blk[4 + j / 2];
-    const int q = (j % 2 == 0) ? (byte >> 4) : (byte & 0x0F);
-    return code.v[q] * load_f32(blk);
+    return block_decode::nf4(src, i, code.v, DeviceU32{});
   }
 }
 

@@ -1,7 +1,6 @@
 // Dequantization of stored weights to fp32 (ops.h), bit-exact with the CPU: the per-element
 // decode, and why it is bit-exact whatever the order or contraction, is in gpu/decode.h (shared
 // with embedding_rows, embedding.cu). One thread per output element.
-// Q4_K and Q6_K (k-quants) are a later step.
 #include <string>
 
 #include "core/error.h"

@@ -11,7 +11,7 @@
 // The GEMMs (cuBLAS / hipBLAS) are in gpu/blas.h.
 // Not here yet (issue #8, later steps): cross-entropy fused with the lm_head in vocabulary
 // chunks, the LoRA side path, bf16 storage variants of the kernels (fp32 -> bf16 rounding is
-// here), Q4_K/Q6_K dequantization, tensor-core attention.
+// here), tensor-core attention.
 #pragma once
 
 #include <cstdint>
@@ -91,7 +91,8 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const
 // ---- dequantization to fp32 (medtune::dequantize_row; nf4::dequantize_blocks for NF4)
 // src: n elements of type t, laid out as on the CPU (ggml blocks; NF4 = medtune's row blocks: f32
 // absmax | 32 bytes per 64 values, first element in the high nibble). n a multiple of the block.
-// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, NF4 (bit-exact with the CPU); Internal otherwise.
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, NF4 (bit-exact with the CPU); Internal
+// otherwise.
 void dequantize(DType t, const void* src, float* dst, int64_t n, const Stream& stream);
 bool dequantize_supported(DType t);
 

@@ -37,9 +37,10 @@ void register_dequantize_cases(Registry& r) {
     add_case(r, t, 1, true);
     add_case(r, t, 1001, true);
   }
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
-    add_case(r, t, 32, true);
-    add_case(r, t, 32 * 37, true);
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K}) {
+    const int64_t blk = dtype_block_elems(t);  // 32, or 256 for the k-quants
+    add_case(r, t, blk, true);
+    add_case(r, t, blk * 37, true);
     add_case(r, t, 4096 * 1024, false);  // 1024 rows of a 4096-wide weight
   }
   add_case(r, DType::NF4, 64, true);
@@ -48,11 +49,11 @@ void register_dequantize_cases(Registry& r) {
   r.add("dequantize/unsupported_type_throws", true, [](Checks& c, const gpu::Stream& s) {
     bool threw = false;
     try {
-      gpu::dequantize(DType::Q6_K, nullptr, nullptr, 256, s);
+      gpu::dequantize(DType::F64, nullptr, nullptr, 256, s);
     } catch (const Internal&) {
       threw = true;
     }
-    c.record(threw && !gpu::dequantize_supported(DType::Q6_K), "Q6_K (not yet on the GPU) throws Internal");
+    c.record(threw && !gpu::dequantize_supported(DType::F64), "F64 (not a weight type) throws Internal");
   });
 }
 

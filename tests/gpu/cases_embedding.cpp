@@ -149,8 +149,8 @@ void register_embedding_cases(Registry& r) {
   add_case(r, 257, 1000, 3001, 0, true);
   add_case(r, 512, 576, 49152, 0, false);  // SmolLM2-135M: C = 576, V = 49152
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                  DType::NF4}) {
-    const int64_t blk = dtype_block_elems(t);  // 1, 32 or 64
+                  DType::Q4_K, DType::Q6_K, DType::NF4}) {
+    const int64_t blk = dtype_block_elems(t);  // 1, 32, 64 or 256
     add_rows_case(r, t, 1, blk, 1, 0, true);
     add_rows_case(r, t, 7, blk == 1 ? 33 : 3 * blk, 37, 2, true);
     add_rows_case(r, t, 512, 4096, 128256, 0, false);  // Llama-3-8B: C = 4096, V = 128256
@@ -164,8 +164,9 @@ void register_embedding_cases(Registry& r) {
       }
       return false;
     };
-    c.record(throws(DType::Q6_K, 256), "a Q6_K table (not yet on the GPU) throws Internal");
+    c.record(throws(DType::F64, 256), "an F64 table (not a weight type) throws Internal");
     c.record(throws(DType::Q8_0, 48), "Q8_0 rows of 48 (not whole blocks of 32) throw Internal");
+    c.record(throws(DType::Q4_K, 128), "Q4_K rows of 128 (not whole super-blocks of 256) throw Internal");
   });
 }
 

@@ -141,10 +141,14 @@ std::vector<uint8_t> random_stored(DType t, int64_t n, uint64_t seed) {
         put_u16(&b[i], finite_f16(get_u16(&b[i])));
       break;
     case DType::Q4_1:
-      for (size_t i = 0; i < b.size(); i += 20) {
+    case DType::Q4_K:  // d, then m (Q4_1) or dmin (Q4_K)
+      for (size_t i = 0; i < b.size(); i += static_cast<size_t>(dtype_block_bytes(t))) {
         put_u16(&b[i], finite_f16(get_u16(&b[i])));
         put_u16(&b[i + 2], finite_f16(get_u16(&b[i + 2])));
       }
+      break;
+    case DType::Q6_K:  // d is the block's last 2 bytes
+      for (size_t i = 0; i < b.size(); i += 210) put_u16(&b[i + 208], finite_f16(get_u16(&b[i + 208])));
       break;
     case DType::NF4:
       for (size_t i = 0; i < b.size(); i += static_cast<size_t>(nf4::kRowBlockBytes)) {

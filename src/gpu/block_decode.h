@@ -1,0 +1,132 @@
+// Element i of a run of ggml blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) or medtune NF4 row blocks,
+// decoded on its own: the per-element form of medtune::dequantize_row that GPU kernels need (one
+// thread per output element, gpu/decode.h). Plain C++ with no GPU header, so the same functions
+// compile for the host too: tests/unit/core/test_block_decode.cpp runs them on the CPU against
+// dequantize_row over every element, which checks the indexing of the kernels on machines
+// without a GPU.
+//
+// The two conversions a device and the host do differently are parameters: to_f32(u16 half bits)
+// and u32_to_f32(bits). Bit-exact with the CPU for the reason core/quant.cpp gives: every product
+// is exact in fp32 (an f16 scale has 11 significant bits, the integer factors at most 8) and at
+// most one rounding follows, so order and FMA contraction cannot change a bit; Q6_K's (d·sc)·q
+// rounds once and has no add.
+//
+// Layouts (bytes, little-endian), as core/quant.cpp and ggml-common.h:
+//   Q8_0  34 B / 32: d f16 | qs[32] i8                                  x = q·d
+//   Q4_0  18 B / 32: d f16 | qs[16] (lo nibbles: x0..15, hi: x16..31)    x = (q − 8)·d
+//   Q4_1  20 B / 32: d f16 | m f16 | qs[16], nibbles as Q4_0              x = q·d + m
+//   Q4_K 144 B / 256: d f16 | dmin f16 | scales[12] | qs[128]; 4 chunks of 64 elements, each from
+//        32 bytes of qs: lo nibbles are sub-block 2c, hi nibbles 2c + 1.  x = (d·sc)·q − dmin·m
+//   Q6_K 210 B / 256: ql[128] | qh[64] | scales[16] i8 | d f16; 2 halves of 128, each from ql[64],
+//        qh[32], scales[8]; element 32g + l of a half: q = 4 bits of ql, 2 of qh.  x = (d·sc)·(q − 32)
+//   NF4   36 B / 64: f32 absmax | 32 bytes, element 2k in the HIGH nibble of byte k.  x = code[q]·absmax
+#pragma once
+
+#include <cstdint>
+
+// MEDTUNE_NO_EXEC_CHECK (before a template): the templates call the device-only conversions a
+// kernel gives them; nvcc would otherwise warn about their host instantiation, which is never used.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define MEDTUNE_HOST_DEVICE __host__ __device__
+#else
+#define MEDTUNE_HOST_DEVICE
+#endif
+#if defined(__CUDACC__) && !defined(__HIPCC__)
+#define MEDTUNE_NO_EXEC_CHECK _Pragma("nv_exec_check_disable")
+#else
+#define MEDTUNE_NO_EXEC_CHECK
+#endif
+
+namespace medtune::block_decode {
+
+inline constexpr int64_t kQK = 32;    // ggml's legacy block: Q8_0, Q4_0, Q4_1
+inline constexpr int64_t kQKK = 256;  // k-quant super-block: Q4_K, Q6_K
+inline constexpr int64_t kNf4Block = 64;
+inline constexpr int64_t kQ8_0Bytes = 34, kQ4_0Bytes = 18, kQ4_1Bytes = 20;
+inline constexpr int64_t kQ4_KBytes = 144, kQ6_KBytes = 210, kNf4Bytes = 36;
+
+MEDTUNE_HOST_DEVICE inline uint16_t load_u16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+MEDTUNE_HOST_DEVICE inline uint32_t load_u32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q8_0(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQK) * kQ8_0Bytes;
+  return static_cast<float>(static_cast<int8_t>(blk[2 + i % kQK])) * to_f32(load_u16(blk));
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q4_0(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQK) * kQ4_0Bytes;
+  const int j = static_cast<int>(i % kQK);
+  const int q = j < kQK / 2 ? (blk[2 + j] & 0xF) : (blk[2 + j - kQK / 2] >> 4);
+  return static_cast<float>(q - 8) * to_f32(load_u16(blk));
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q4_1(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQK) * kQ4_1Bytes;
+  const int j = static_cast<int>(i % kQK);
+  const int q = j < kQK / 2 ? (blk[4 + j] & 0xF) : (blk[4 + j - kQK / 2] >> 4);
+  return static_cast<float>(q) * to_f32(load_u16(blk)) + to_f32(load_u16(blk + 2));
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q4_k(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQKK) * kQ4_KBytes;
+  const int k = static_cast<int>(i % kQKK);
+  const int chunk = k / 64, within = k % 64;
+  const int sub = 2 * chunk + within / 32;  // sub-block 0..7
+  const uint8_t byte = blk[16 + 32 * chunk + within % 32];
+  const int q = within < 32 ? (byte & 0xF) : (byte >> 4);
+  // ggml's get_scale_min_k4: bytes 0-3 of scales hold sc0-3 (low 6 bits) and the top 2 bits of
+  // sc4-7; bytes 4-7 likewise for m; bytes 8-11 the low 4 bits of sc4-7 (lo) and m4-7 (hi).
+  const uint8_t* s = blk + 4;
+  int sc, m;
+  if (sub < 4) {
+    sc = s[sub] & 63;
+    m = s[sub + 4] & 63;
+  } else {
+    sc = (s[sub + 4] & 0xF) | ((s[sub - 4] >> 6) << 4);
+    m = (s[sub + 4] >> 4) | ((s[sub] >> 6) << 4);
+  }
+  const float ds = to_f32(load_u16(blk)) * static_cast<float>(sc);
+  const float dm = to_f32(load_u16(blk + 2)) * static_cast<float>(m);
+  return ds * static_cast<float>(q) - dm;
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q6_k(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQKK) * kQ6_KBytes;
+  const int k = static_cast<int>(i % kQKK);
+  const int half = k / 128, g = (k % 128) / 32, l = k % 32;
+  const uint8_t* ql = blk + 64 * half;
+  const uint8_t* qh = blk + 128 + 32 * half;
+  const auto* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * half);
+  const int lo = (g & 1) ? ql[l + 32] : ql[l];
+  const int q = ((g < 2) ? (lo & 0xF) : (lo >> 4)) | (((qh[l] >> (2 * g)) & 3) << 4);
+  const float ds = to_f32(load_u16(blk + 208)) * static_cast<float>(sc[2 * g + l / 16]);
+  return ds * static_cast<float>(q - 32);
+}
+
+// code: bitsandbytes' 16 NF4 values (nf4::kCode), passed in so that a kernel gets them by value.
+MEDTUNE_NO_EXEC_CHECK
+template <typename U32ToF32>
+MEDTUNE_HOST_DEVICE inline float nf4(const uint8_t* src, int64_t i, const float* code, U32ToF32 u32_to_f32) {
+  const uint8_t* blk = src + (i / kNf4Block) * kNf4Bytes;
+  const int j = static_cast<int>(i % kNf4Block);
+  const uint8_t byte = blk[4 + j / 2];
+  const int q = (j % 2 == 0) ? (byte >> 4) : (byte & 0x0F);
+  return code[q] * u32_to_f32(load_u32(blk));
+}
+
+}  // namespace medtune::block_decode
