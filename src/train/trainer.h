@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "model/llama.h"
 #include "train/data.h"
+#include "train/metrics_log.h"
 #include "train/train_config.h"
 
 namespace medtune::train {
@@ -42,6 +44,9 @@ struct TrainHooks {
   // (`--overwrite-output-dir`, as transformers' TrainingArguments). Without it such a start is
   // refused: forgetting --resume must never destroy hours of training.
   bool overwrite_output_dir = false;
+  // Followers of metrics.jsonl besides the TensorBoard events cfg.report_to asks for (the
+  // command's report.html), handed every record as it is logged.
+  std::vector<std::shared_ptr<MetricsSink>> metrics_sinks;
 };
 
 struct EvalPoint {
