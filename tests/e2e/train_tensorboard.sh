@@ -10,6 +10,8 @@
 #     run's), and they equal metrics.jsonl's; float32 rounding is the only difference allowed,
 #     since TensorBoard's simple_value is a float.
 #  3. report.html says "finished" and no longer reloads itself.
+#  4. `eval --compare BASE TUNED --out DIR` writes comparison.html with the tuned adapter's training
+#     curves, and says why the base model's side has none.
 # Usage: train_tensorboard.sh MEDTUNE_BIN [PARITY_BIN] (from the repository root). Needs
 # medtune-tiny-llama built next to medtune. tensorboard is installed into <build>/venv-tensorboard
 # on first use; exit 77 (skip) when that is impossible (no python3 venv, no PyPI).
@@ -130,6 +132,19 @@ grep -q 'class="status finished">finished<' "$REPORT" || fail "report.html does 
 ! grep -q 'http-equiv="refresh"' "$REPORT" || fail "a finished report.html still reloads itself"
 [ "$(grep -o '<polyline' "$REPORT" | wc -l)" -ge 6 ] || fail "report.html lacks curves"
 ! grep -q '<script\|src=\|href=' "$REPORT" || fail "report.html is not self-contained"
+
+# eval --compare --out: comparison.html overlays the training curves of the adapters compared; the
+# base model's side says why it has none.
+head -n 4 data/sample/medqa_dev.jsonl > "$TMP/dev.jsonl"
+"$MEDTUNE" eval "$TMP/model" --data "$TMP/dev.jsonl" --out "$TMP/eval_base" -q >/dev/null 2>"$TMP/eval.err" || fail "eval: $(cat "$TMP/eval.err")"
+"$MEDTUNE" eval "$TMP/model" --data "$TMP/dev.jsonl" --adapter "$RUN/adapter" --out "$TMP/eval_tuned" -q >/dev/null 2>"$TMP/eval.err" ||
+  fail "eval with the adapter: $(cat "$TMP/eval.err")"
+"$MEDTUNE" eval --compare "$TMP/eval_base" "$TMP/eval_tuned" --out "$TMP/cmp" >/dev/null 2>"$TMP/cmp.err" || fail "compare: $(cat "$TMP/cmp.err")"
+CMP="$TMP/cmp/comparison.html"
+[ -f "$CMP" ] || fail "no $CMP"
+grep -q "no training curves: evaluated without an adapter" "$CMP" || fail "comparison.html does not say why A has no curves"
+grep -q "$RUN/metrics.jsonl" "$CMP" || fail "comparison.html does not name B's training run"
+[ "$(grep -o '<polyline' "$CMP" | wc -l)" -eq 6 ] || fail "comparison.html: not B's six curves"
 
 # Any other tracker is refused, naming it.
 set +e

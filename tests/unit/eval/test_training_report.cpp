@@ -1,6 +1,7 @@
 // report.html of a training run: metrics.jsonl read into curves (resumed logs, gaps, bad lines
 // named by file and line), chart geometry, escaping of everything from the run, self-containment,
-// the status, and (when chromium is installed) that the curves are really drawn.
+// the status, the training runs behind two eval runs (comparison.html), and (when chromium is
+// installed) that the curves are really drawn.
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "eval/training_comparison.h"
 #include "eval/training_curves.h"
 #include "eval/training_report.h"
 
@@ -144,6 +146,52 @@ TEST(TrainingReport, ARunningPageReloadsItself) {
   size_t charts = 0;
   for (size_t at = 0; (at = no_eval.find("<svg class=\"chart\"", at)) != std::string::npos; ++at) ++charts;
   EXPECT_EQ(charts, 5u);
+}
+
+// --compare's comparison.html: the training run is found through report.json's adapter (its
+// metrics.jsonl one level up, as medtune train lays out output_dir/adapter); otherwise the page
+// says why there are no curves.
+TEST(TrainingComparison, FindsTheTrainingRunBehindEachEvalRun) {
+  const fs::path root = fs::path(write_metrics("run.jsonl", synthetic_run(true))).parent_path() / "cmp";
+  fs::remove_all(root);
+  fs::create_directories(root / "train/adapter");
+  fs::copy_file(root.parent_path() / "run.jsonl", root / "train/metrics.jsonl");
+  fs::create_directories(root / "tuned");
+  std::ofstream(root / "tuned/report.json") << nlohmann::json{{"provenance", {{"adapter", (root / "train/adapter").string()}}}};
+  fs::create_directories(root / "base");
+  std::ofstream(root / "base/report.json") << R"({"provenance": {"adapter": "none"}})";
+  fs::create_directories(root / "moved");
+  std::ofstream(root / "moved/report.json") << R"({"provenance": {"adapter": "/nowhere/<x>"}})";
+
+  const TrainingRunOfEval tuned = training_run_of_eval((root / "tuned").string());
+  ASSERT_TRUE(tuned.curves);
+  EXPECT_EQ(tuned.metrics_path, (root / "train/metrics.jsonl").string());
+  EXPECT_EQ(tuned.curves->loss.size(), 30u);
+  // A predictions file names its run directory too.
+  EXPECT_TRUE(training_run_of_eval((root / "tuned/predictions.jsonl").string()).curves);
+  const TrainingRunOfEval base = training_run_of_eval((root / "base").string());
+  EXPECT_FALSE(base.curves);
+  EXPECT_EQ(base.why_none, "evaluated without an adapter (the base model): no training run");
+  const TrainingRunOfEval moved = training_run_of_eval((root / "moved").string());
+  EXPECT_FALSE(moved.curves);
+  EXPECT_NE(moved.why_none.find("no metrics.jsonl in the adapter's directory /nowhere/<x>"), std::string::npos);
+  EXPECT_NE(training_run_of_eval((root / "absent").string()).why_none.find("report.json is absent"), std::string::npos);
+
+  const std::string page = render_training_comparison("A  base  1/4 <25%>\n", base, tuned);
+  EXPECT_NE(page.find("A  base  1/4 &lt;25%&gt;"), std::string::npos);
+  EXPECT_NE(page.find("no training curves: evaluated without an adapter"), std::string::npos);
+  size_t charts = 0, lines = 0;
+  for (size_t at = 0; (at = page.find("<svg class=\"chart\"", at)) != std::string::npos; ++at) ++charts;
+  for (size_t at = 0; (at = page.find("<polyline", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(charts, 6u);
+  EXPECT_EQ(lines, 6u);  // B's six curves; A has none
+  const std::string neither = render_training_comparison("", base, moved);
+  EXPECT_EQ(neither.find("<svg"), std::string::npos);
+  EXPECT_NE(neither.find("/nowhere/&lt;x&gt;"), std::string::npos);
+  EXPECT_EQ(neither.find("<x>"), std::string::npos);
+
+  std::ofstream(root / "train/metrics.jsonl", std::ios::app) << "{torn\n";
+  EXPECT_THROW(training_run_of_eval((root / "tuned").string()), BadInput);
 }
 
 // ---- the screenshot: PNG decoding just far enough to count pixels (8-bit RGB or RGBA, no
