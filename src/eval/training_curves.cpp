@@ -31,7 +31,7 @@ int64_t step_of(const json& j, const std::string& where, const char* field) {
 
 std::string fmt_number(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
+  std::snprintf(buf, sizeof buf, "%.3g", v);  // "2.57e+04", "0.000153": fits the left margin
   return buf;
 }
 
@@ -81,7 +81,7 @@ std::string run_status(const TrainingCurves& c) {
 }
 
 std::string line_chart_svg(const std::string& title, const std::vector<ChartLine>& lines) {
-  constexpr double kW = 520, kH = 250, kLeft = 64, kRight = 16, kTop = 34, kBottom = 40;
+  constexpr double kW = 520, kH = 250, kLeft = 72, kRight = 16, kTop = 34, kBottom = 40;
   constexpr double kPlotW = kW - kLeft - kRight, kPlotH = kH - kTop - kBottom;
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (const ChartLine& l : lines)
@@ -106,7 +106,7 @@ std::string line_chart_svg(const std::string& title, const std::vector<ChartLine
   }
   // A flat curve or a single step still gets a range to draw in.
   if (y1 - y0 < 1e-12 * std::max(1.0, std::fabs(y1))) {
-    const double pad = std::max(std::fabs(y1) * 0.05, 1e-9);
+    const double pad = y1 != 0 ? std::fabs(y1) * 0.05 : 1.0;  // an accuracy of 0 throughout: -1..1
     y0 -= pad;
     y1 += pad;
   }

@@ -97,11 +97,16 @@ TEST(TrainingCurves, BadLinesAreNamedByFileLineAndField) {
 }
 
 TEST(TrainingCurves, ChartGeometry) {
-  // The plot area is x 64..504, y 34..210: step 0 -> x 64, step 10 -> x 504; the lowest value at
+  // The plot area is x 72..504, y 34..210: step 0 -> x 72, step 10 -> x 504; the lowest value at
   // the bottom (y 210), the highest at the top (y 34).
   const CurvePoints points{{0, 0.0}, {10, 1.0}};
   const std::string svg = line_chart_svg("Loss", {{"train", "#2563a8", &points}});
-  EXPECT_NE(svg.find("points=\"64.0,210.0 504.0,34.0\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("points=\"72.0,210.0 504.0,34.0\""), std::string::npos) << svg;
+  // A flat curve is drawn mid-height: 0.25 in 0.2375..0.2625, 0 in -1..1.
+  const CurvePoints flat{{1, 0.25}, {3, 0.25}}, zero{{1, 0.0}, {3, 0.0}};
+  EXPECT_NE(line_chart_svg("lr", {{"lr", "#2563a8", &flat}}).find("points=\"72.0,122.0 504.0,122.0\""),
+            std::string::npos);
+  EXPECT_NE(line_chart_svg("acc", {{"acc", "#2563a8", &zero}}).find(">-1</text>"), std::string::npos);
   const CurvePoints none;
   EXPECT_NE(line_chart_svg("Loss", {{"train", "#2563a8", &none}}).find(">no data</text>"), std::string::npos);
   EXPECT_EQ(line_chart_svg("Loss", {{"train", "#2563a8", &none}}).find("<polyline"), std::string::npos);
