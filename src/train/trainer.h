@@ -91,7 +91,8 @@ EvalPoint validation_loss(model::LlamaModel& model, const std::vector<Example>& 
 
 // Trains cfg's adapter on `data`. Writes to cfg.output_dir: config_resolved.json, metrics.jsonl,
 // checkpoint-<step>/ (every save_steps, on a stop and at the end; train/checkpoint_dir.h),
-// adapter/ (final). With cfg.resume_from_checkpoint ("auto": the newest valid checkpoint in
+// adapter/ (final); with cfg.report_to_tensorboard, event files in logging_dir_of(cfg)
+// (train/tensorboard_sink.h); and whatever hooks.metrics_sinks write. With cfg.resume_from_checkpoint ("auto": the newest valid checkpoint in
 // output_dir, else a checkpoint folder) it continues that run exactly where the checkpoint left
 // it; a checkpoint of another model, data or config is refused (BadInput) unless
 // hooks.force_resume. Logs to `log`; a one-line progress display on stderr when it is a terminal.
