@@ -22,6 +22,7 @@
 #include "eval/report_json.h"
 #include "eval/run_provenance.h"
 #include "eval/scorer.h"
+#include "eval/training_comparison.h"
 #include "io/atomic_file.h"
 #include "io/output_path.h"
 #include "io/provenance.h"
@@ -44,6 +45,7 @@ struct EvalArgs {
   int64_t limit = 0;
   bool skip_invalid = false, json = false, quiet = false, check_tensors = true;
   bool system_given = false, template_given = false, pool_given = false;
+  bool out_given = false;  // with --compare: write comparison.html there
   std::vector<std::string> compare;
 };
 
@@ -53,6 +55,14 @@ void run_compare(const EvalArgs& a) {
     std::cout << cmp.dump(2) << "\n";
   } else {
     std::cout << eval::render_comparison_text(cmp);
+  }
+  if (a.out_given) {  // the two adapters' training curves, overlaid (eval/training_comparison.h)
+    const std::string page = eval::render_training_comparison(
+        eval::render_comparison_text(cmp), eval::training_run_of_eval(a.compare[0]), eval::training_run_of_eval(a.compare[1]));
+    io::prepare_output_dir(a.out, "--out");
+    const std::string path = a.out + "/comparison.html";
+    io::atomic_write_file(path, page);
+    std::cerr << "comparison: " << path << "\n";
   }
 }
 
@@ -180,7 +190,10 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--precision", a->precision, "Linear layers' arithmetic: fp32 | bf16 | auto (bf16 on a GPU)")
       ->capture_default_str();
-  cmd->add_option("--out", a->out, "Directory for report.json, report.html, predictions.jsonl")->capture_default_str();
+  CLI::Option* out = cmd->add_option("--out", a->out,
+                                     "Directory for report.json, report.html, predictions.jsonl "
+                                     "(with --compare: comparison.html, the training curves)")
+                         ->capture_default_str();
   cmd->add_option("--format", a->format, "Prompt format: lm_eval | chat | custom")->capture_default_str();
   cmd->add_option("--scoring", a->scoring, "letter (option letters) | text (option texts: acc and acc_norm)")->capture_default_str();
   CLI::Option* system = cmd->add_option("--system", a->system_prompt, "System prompt (chat format)");
@@ -196,8 +209,9 @@ void add_eval_command(CLI::App& app) {
                 "Check every weight for NaN/Inf before scoring (default: on; one pass over the model)");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress on stderr");
   cmd->add_option("--compare", a->compare, "Compare two runs (directories or predictions.jsonl): RUN_A RUN_B")->expected(2);
-  cmd->callback([a, system, tmpl, pool] {
+  cmd->callback([a, system, tmpl, pool, out] {
     a->system_given = system->count() > 0;
+    a->out_given = out->count() > 0;
     a->template_given = tmpl->count() > 0;
     a->pool_given = pool->count() > 0;
     if (!a->compare.empty()) {

@@ -33,6 +33,7 @@
 #include "train/progress.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
+#include "train_report.h"
 
 namespace medtune::cli {
 
@@ -234,6 +235,7 @@ void add_train_command(CLI::App& app) {
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;
     hooks.overwrite_output_dir = args->overwrite_output_dir;
+    hooks.metrics_sinks.push_back(std::make_shared<TrainReportSink>(cfg));
     if (!ld.val_items.empty())
       hooks.accuracy = [&] {
         return eval::accuracy(model, *r.prompts, ld.val_items,
@@ -263,6 +265,7 @@ void add_train_command(CLI::App& app) {
     }
     if (!s.checkpoint_dir.empty()) std::printf("checkpoint: %s\n", s.checkpoint_dir.c_str());
     std::printf("adapter: %s\n", s.adapter_dir.c_str());
+    std::printf("report: %s\n", TrainReportSink::path_in(cfg.output_dir).c_str());
   });
 }
 

@@ -89,6 +89,7 @@ void compare_files(const std::vector<FileHash>& saved, const std::vector<FileHas
 nlohmann::json training_relevant_config(const TrainConfig& cfg) {
   nlohmann::json j = to_json(cfg);
   for (const char* key : {"base_model", "output_dir", "save_steps", "save_total_limit", "logging_steps",
+                          "report_to", "logging_dir",
                           "eval_steps", "num_threads", "device", "precision", "max_runtime", "resume_from_checkpoint", "skip_nonfinite_steps"})
     j.erase(key);
   // Datasets by type only: their content is hashed separately, and moving a file is no change.

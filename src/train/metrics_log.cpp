@@ -39,6 +39,15 @@ void MetricsLog::write(const nlohmann::json& record) {
   out_ << line;
   bytes_ += static_cast<int64_t>(line.size());
   out_.flush();
+  for (const auto& sink : sinks_) sink->record(record);
+}
+
+void MetricsLog::started(int64_t step, int64_t total_steps) {
+  for (const auto& sink : sinks_) sink->started(step, total_steps);
+}
+
+void MetricsLog::checkpoint_saved(int64_t step) {
+  for (const auto& sink : sinks_) sink->checkpoint_saved(step);
 }
 
 int64_t rss_bytes() {

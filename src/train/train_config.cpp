@@ -389,6 +389,23 @@ double read_float(const Entry& e, Range r) {
   throw Internal("train_config: unknown range");
 }
 
+// report_to as transformers takes it: one name or a list. medtune writes TensorBoard event files
+// and nothing else; "none" turns reporting off. Any other tracker is refused by name rather than
+// ignored, since a user who asked for it would otherwise look for a run that is not there.
+bool read_report_to(const Entry& e) {
+  const auto one = [&](const YAML::Node& n) {
+    const std::string name = read_string(e, n, "report_to");
+    if (name == "tensorboard") return true;
+    if (name == "none") return false;
+    fail_at(e.where(n), "'report_to' value '" + name +
+                            "' is not supported: medtune writes TensorBoard event files (tensorboard) or nothing (none)");
+  };
+  if (!e.value.IsSequence()) return one(e.value);
+  bool tensorboard = false;
+  for (const auto& n : e.value) tensorboard = one(n) || tensorboard;
+  return tensorboard;
+}
+
 // The keys with structure or their own rules.
 const std::vector<KnownKey>& known_keys() {
   using C = TrainConfig;
@@ -419,6 +436,9 @@ const std::vector<KnownKey>& known_keys() {
       {"warmup_ratio", [](C& c, const Entry& e) { c.warmup_ratio = read_float(e, Range::kUnit); }},
       {"output_dir",
        [](C& c, const Entry& e) { c.output_dir = resolve_path(read_string(e, e.value)); }},
+      {"report_to", [](C& c, const Entry& e) { c.report_to_tensorboard = read_report_to(e); }},
+      {"logging_dir",
+       [](C& c, const Entry& e) { c.logging_dir = resolve_path(read_string(e, e.value)); }},
       {"device",
        [](C& c, const Entry& e) {
          const std::string s = read_string(e, e.value);
@@ -915,6 +935,8 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
   j["save_total_limit"] = c.save_total_limit;
   j["eval_steps"] = c.eval_steps;
   j["logging_steps"] = c.logging_steps;
+  j["report_to"] = c.report_to_tensorboard ? "tensorboard" : "none";
+  j["logging_dir"] = optional(c.logging_dir);
   j["num_threads"] = c.num_threads;
   j["device"] = c.device;
   j["precision"] = c.precision;
@@ -1010,6 +1032,10 @@ std::string to_yaml(const TrainConfig& c) {
   emit(out, resolved(c));
   if (!out.good()) throw Internal("train_config: YAML emitter: " + out.GetLastError());
   return std::string(out.c_str()) + "\n";
+}
+
+std::string logging_dir_of(const TrainConfig& c) {
+  return c.logging_dir.empty() ? (std::filesystem::path(c.output_dir) / "runs").string() : c.logging_dir;
 }
 
 model::LoraConfig lora_config(const TrainConfig& c) {

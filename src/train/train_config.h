@@ -92,6 +92,8 @@ struct TrainConfig {
   int64_t save_total_limit = 3;  // 0: keep every checkpoint
   int64_t eval_steps = 0;        // 0: never
   int64_t logging_steps = 1;
+  bool report_to_tensorboard = false;  // report_to: tensorboard (event files in logging_dir)
+  std::string logging_dir;             // absolute; "": <output_dir>/runs (logging_dir_of)
   int64_t num_threads = 0;             // 0: all cores
   std::string device = "cpu";          // where to compute: cpu, gpu, gpu:N (backend::parse_device)
   std::string precision = "auto";      // fp32, bf16, auto (bf16 on a GPU): backend::parse_precision
@@ -125,6 +127,9 @@ std::string to_yaml(const TrainConfig& cfg);
 // "3600s", "2d" or a bare number of seconds. nullopt when malformed, zero or overflowing.
 inline constexpr std::string_view kDurationMust = "a duration like 12h, 90m, 1h30m or 3600s";
 std::optional<int64_t> parse_duration_s(std::string_view text);
+
+// Where TensorBoard event files go: cfg.logging_dir, or <output_dir>/runs.
+std::string logging_dir_of(const TrainConfig& cfg);
 
 // The parts other components take.
 model::LoraConfig lora_config(const TrainConfig& cfg);

@@ -30,6 +30,7 @@
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/run_manifest.h"
+#include "train/tensorboard_sink.h"
 
 namespace medtune::train {
 
@@ -433,6 +434,9 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   const bool same_dir = from && fs::equivalent(fs::path(from->path).parent_path(), cfg.output_dir, same_ec);
   const std::string metrics_path = (fs::path(cfg.output_dir) / "metrics.jsonl").string();
   MetricsLog metrics = same_dir ? MetricsLog(metrics_path, resumed.metrics_bytes) : MetricsLog(metrics_path);
+  if (cfg.report_to_tensorboard) metrics.add_sink(std::make_shared<TensorBoardSink>(logging_dir_of(cfg)));
+  for (const auto& sink : hooks.metrics_sinks) metrics.add_sink(sink);
+  metrics.started(from ? resumed.step : 0, plan.total_steps);
 
   {
     char buf[256];
@@ -501,6 +505,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     last_saved = done;
     prune_checkpoints(cfg.output_dir, cfg.save_total_limit);
     progress.message("saved " + sum.checkpoint_dir);
+    metrics.checkpoint_saved(done);
   };
 
   if (cfg.eval_steps > 0 && !from) evaluate(0);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "model/llama.h"
 #include "train/data.h"
+#include "train/metrics_log.h"
 #include "train/train_config.h"
 
 namespace medtune::train {
@@ -42,6 +44,9 @@ struct TrainHooks {
   // (`--overwrite-output-dir`, as transformers' TrainingArguments). Without it such a start is
   // refused: forgetting --resume must never destroy hours of training.
   bool overwrite_output_dir = false;
+  // Followers of metrics.jsonl besides the TensorBoard events cfg.report_to asks for (the
+  // command's report.html), handed every record as it is logged.
+  std::vector<std::shared_ptr<MetricsSink>> metrics_sinks;
 };
 
 struct EvalPoint {
@@ -86,7 +91,8 @@ EvalPoint validation_loss(model::LlamaModel& model, const std::vector<Example>& 
 
 // Trains cfg's adapter on `data`. Writes to cfg.output_dir: config_resolved.json, metrics.jsonl,
 // checkpoint-<step>/ (every save_steps, on a stop and at the end; train/checkpoint_dir.h),
-// adapter/ (final). With cfg.resume_from_checkpoint ("auto": the newest valid checkpoint in
+// adapter/ (final); with cfg.report_to_tensorboard, event files in logging_dir_of(cfg)
+// (train/tensorboard_sink.h); and whatever hooks.metrics_sinks write. With cfg.resume_from_checkpoint ("auto": the newest valid checkpoint in
 // output_dir, else a checkpoint folder) it continues that run exactly where the checkpoint left
 // it; a checkpoint of another model, data or config is refused (BadInput) unless
 // hooks.force_resume. Logs to `log`; a one-line progress display on stderr when it is a terminal.

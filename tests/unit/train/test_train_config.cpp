@@ -577,5 +577,33 @@ TEST(TrainConfig, PartsForOtherComponents) {
   EXPECT_NO_THROW(train::validate(a));
 }
 
+// report_to and logging_dir as transformers names them: one name or a list, "none" off, any other
+// tracker refused at its line rather than silently not reported to.
+TEST(TrainConfig, ReportToTensorBoard) {
+  EXPECT_FALSE(load_text(kMinimal).report_to_tensorboard);
+  EXPECT_TRUE(load_text(kMinimal + "report_to: tensorboard\n").report_to_tensorboard);
+  EXPECT_TRUE(load_text(kMinimal + "report_to: [none, tensorboard]\n").report_to_tensorboard);
+  EXPECT_FALSE(load_text(kMinimal + "report_to: none\n").report_to_tensorboard);
+  EXPECT_TRUE(load_text(kMinimal, {"report_to=[tensorboard]"}).report_to_tensorboard);
+
+  const TrainConfig defaults = load_text(kMinimal + "output_dir: out/r\n");
+  EXPECT_EQ(defaults.logging_dir, "");
+  EXPECT_EQ(train::logging_dir_of(defaults), (fs::current_path() / "out/r/runs").string());
+  const TrainConfig set = load_text(kMinimal + "report_to: tensorboard\nlogging_dir: tb/run 1\n");
+  EXPECT_EQ(train::logging_dir_of(set), (fs::current_path() / "tb/run 1").string());
+  const TrainConfig back = load_text(train::to_yaml(set));
+  EXPECT_EQ(back, set);
+  EXPECT_EQ(train::to_json(set)["report_to"], "tensorboard");
+
+  EXPECT_EQ(error_of(kMinimal + "report_to: wandb\n"),
+            cfg_path() + ":5: 'report_to' value 'wandb' is not supported: medtune writes TensorBoard event files "
+                         "(tensorboard) or nothing (none)");
+  EXPECT_EQ(error_of(kMinimal + "report_to:\n  - tensorboard\n  - mlflow\n"),
+            cfg_path() + ":7: 'report_to' value 'mlflow' is not supported: medtune writes TensorBoard event "
+                         "files (tensorboard) or nothing (none)");
+  EXPECT_EQ(error_of(kMinimal + "report_to: {a: 1}\n"),
+            cfg_path() + ":5: 'report_to' must be a non-empty string, got a mapping");
+}
+
 }  // namespace
 }  // namespace medtune
