@@ -135,6 +135,7 @@ LoadedData load_data(const train::TrainConfig& cfg, Renderers& r) {
     for (auto& ex : *set) ld.truncated += train::truncate_left(ex, cfg.sequence_len) > 0 ? 1 : 0;
   const int32_t pad = r.tok.pad_id() >= 0 ? r.tok.pad_id() : std::max(r.tok.eos_id(), 0);
   ld.data.pad_id = pad;
+  ld.data.skipped_records = ld.skipped;
   return ld;
 }
 

@@ -95,6 +95,7 @@ grep -q "data: skipped 1 invalid record(s) (skip_invalid); the first: .*sharegpt
 grep -q "steps 3/3 (completed)" "$TMP/out" || fail "no summary: $(cat "$TMP/out")"
 [ "$(grep -c '"grad_norm"' "$OUT/metrics.jsonl")" -eq 3 ] || fail "metrics.jsonl lacks 3 step lines"
 [ -f "$OUT/adapter/adapter_model.safetensors" ] || fail "no adapter"
+grep -q '"skipped_invalid_records": *1' "$OUT/manifest.json" || fail "manifest.json lacks the skipped record count"
 # The resolved config keeps the axolotl keys (and reads back: resume compares it).
 grep -q '"field_instruction": *"question"' "$OUT/config_resolved.json" || fail "config_resolved.json lacks field_instruction"
 grep -q '"train_on_eos": *"turn"' "$OUT/config_resolved.json" || fail "config_resolved.json lacks train_on_eos"
