@@ -226,23 +226,24 @@ std::string resolve_path(const std::string& p) {
   return std::filesystem::absolute(p).lexically_normal().string();
 }
 
-// The axolotl per-dataset keys, each with the types that read it (a key the type does not read
-// would be silently ignored, so it is an error).
+// The axolotl per-dataset keys that hold a name, each with the type that reads it (a key its
+// type does not read would be silently ignored, so it is an error). roles_to_train and
+// message_property_mappings are read in read_dataset_key.
 struct DatasetKey {
   std::string_view name;
-  std::string DatasetSpec::*field;  // nullptr: handled in read_dataset_key
-  std::array<DatasetType, 1> type;
+  std::string DatasetSpec::*field;
+  DatasetType type;
 };
 constexpr std::array<DatasetKey, 9> kDatasetKeys{{
-    {"field", &DatasetSpec::field, {DatasetType::kCompletion}},
-    {"field_instruction", &DatasetSpec::field_instruction, {DatasetType::kAlpaca}},
-    {"field_input", &DatasetSpec::field_input, {DatasetType::kAlpaca}},
-    {"field_output", &DatasetSpec::field_output, {DatasetType::kAlpaca}},
-    {"field_system", &DatasetSpec::field_system, {DatasetType::kChatTemplate}},
-    {"field_messages", &DatasetSpec::field_messages, {DatasetType::kChatTemplate}},
-    {"message_field_role", &DatasetSpec::message_field_role, {DatasetType::kChatTemplate}},
-    {"message_field_content", &DatasetSpec::message_field_content, {DatasetType::kChatTemplate}},
-    {"train_on_eos", &DatasetSpec::train_on_eos, {DatasetType::kChatTemplate}},
+    {"field", &DatasetSpec::field, DatasetType::kCompletion},
+    {"field_instruction", &DatasetSpec::field_instruction, DatasetType::kAlpaca},
+    {"field_input", &DatasetSpec::field_input, DatasetType::kAlpaca},
+    {"field_output", &DatasetSpec::field_output, DatasetType::kAlpaca},
+    {"field_system", &DatasetSpec::field_system, DatasetType::kChatTemplate},
+    {"field_messages", &DatasetSpec::field_messages, DatasetType::kChatTemplate},
+    {"message_field_role", &DatasetSpec::message_field_role, DatasetType::kChatTemplate},
+    {"message_field_content", &DatasetSpec::message_field_content, DatasetType::kChatTemplate},
+    {"train_on_eos", &DatasetSpec::train_on_eos, DatasetType::kChatTemplate},
 }};
 constexpr std::array<std::string_view, 4> kTrainOnEos{"turn", "all", "last", "none"};
 
@@ -280,9 +281,9 @@ bool read_dataset_key(const Entry& e, const std::string& k, const YAML::Node& v,
 void check_dataset_keys(const Entry& e, const YAML::Node& item, const std::string& name, const DatasetSpec& d) {
   const DatasetSpec defaults;
   for (const auto& key : kDatasetKeys)
-    if (d.*key.field != defaults.*key.field && d.type != key.type[0])
+    if (d.*key.field != defaults.*key.field && d.type != key.type)
       fail_at(e.where(item), name + "." + std::string(key.name) + " is a key of type " +
-                                 std::string(dataset_type_name(key.type[0])) + ", not " +
+                                 std::string(dataset_type_name(key.type)) + ", not " +
                                  std::string(dataset_type_name(d.type)));
   if (d.roles_to_train != defaults.roles_to_train && d.type != DatasetType::kChatTemplate)
     fail_at(e.where(item), name + ".roles_to_train is a key of type chat_template, not " +
