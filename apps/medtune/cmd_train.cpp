@@ -1,7 +1,8 @@
 // medtune train --config run.yaml [key=value ...] [--dry-run] [--resume auto|PATH] [--force-resume]
-//               [--max-runtime 12h]
+//               [--max-runtime 12h] [--skip-invalid]
 // Opens the model and tokenizer, renders the datasets into token ids (MedQA items through the
-// prompt renderer, conversations through the chat template), and hands them to the training loop
+// prompt renderer, conversations through the chat template, axolotl's types through
+// train/dataset_formats.h), and hands them to the training loop
 // (train/trainer.h). --dry-run stops after planning: resolved config, dataset sizes, steps and a
 // memory estimate.
 #include <cmath>
@@ -28,6 +29,7 @@
 #include "tokenizer/chat_template.h"
 #include "train/batcher.h"
 #include "train/data.h"
+#include "train/dataset_formats.h"
 #include "train/metrics_log.h"
 #include "train/memory_plan.h"
 #include "train/progress.h"
@@ -47,6 +49,8 @@ struct LoadedData {
   train::TrainData data;
   std::vector<eval::McqItem> val_items;
   int64_t truncated = 0;
+  int64_t skipped = 0;  // invalid records left out (skip_invalid)
+  std::string first_skipped;
 };
 
 struct Renderers {
@@ -57,9 +61,33 @@ struct Renderers {
   bool option_text = false;  // answer_target: text
 };
 
+// The tokenizer and chat template as the axolotl types take them (train/dataset_formats.h).
+train::TextCodec text_codec(const Renderers& r) {
+  train::TextCodec c;
+  c.encode = [&r](const std::string& text, bool add_special) { return r.tok.encode(text, add_special); };
+  c.bos_id = r.tok.bos_id();
+  c.eos_id = r.tok.eos_id();
+  if (r.chat)
+    c.apply = [&r](const std::vector<tokenizer::ChatMessage>& m, bool gen) { return r.chat->apply(m, gen, r.bos, r.eos); };
+  return c;
+}
+
 // Examples of one dataset file; MedQA items are appended to `items` in the same order.
-void load_dataset(const train::DatasetSpec& spec, Renderers& r, std::vector<train::Example>& out,
-                  std::vector<std::optional<eval::McqItem>>& items) {
+void load_dataset(const train::DatasetSpec& spec, const train::TrainConfig& cfg, Renderers& r,
+                  std::vector<train::Example>& out, std::vector<std::optional<eval::McqItem>>& items,
+                  LoadedData& ld) {
+  if (train::is_axolotl_type(spec.type)) {
+    train::DatasetLoad load = train::read_axolotl_dataset(spec, {cfg.train_on_inputs, cfg.sequence_len},
+                                                          text_codec(r), cfg.skip_invalid);
+    for (auto& ex : load.examples) {
+      out.push_back(std::move(ex));
+      items.emplace_back(std::nullopt);
+    }
+    ld.truncated += load.truncated;
+    if (load.skipped > 0 && ld.skipped == 0) ld.first_skipped = load.first_skipped;
+    ld.skipped += load.skipped;
+    return;
+  }
   if (spec.type == train::DatasetType::kMedqa) {
     const eval::McqSet set = eval::read_mcq_jsonl(spec.path, false);
     for (const auto& item : set.items) {
@@ -88,11 +116,11 @@ LoadedData load_data(const train::TrainConfig& cfg, Renderers& r) {
   LoadedData ld;
   std::vector<train::Example> all;
   std::vector<std::optional<eval::McqItem>> all_items;
-  for (const auto& spec : cfg.datasets) load_dataset(spec, r, all, all_items);
+  for (const auto& spec : cfg.datasets) load_dataset(spec, cfg, r, all, all_items, ld);
   if (!cfg.test_datasets.empty()) {
     ld.data.train = std::move(all);
     std::vector<std::optional<eval::McqItem>> val_items;
-    for (const auto& spec : cfg.test_datasets) load_dataset(spec, r, ld.data.val, val_items);
+    for (const auto& spec : cfg.test_datasets) load_dataset(spec, cfg, r, ld.data.val, val_items, ld);
     for (auto& it : val_items)
       if (it) ld.val_items.push_back(std::move(*it));
   } else {
@@ -108,6 +136,7 @@ LoadedData load_data(const train::TrainConfig& cfg, Renderers& r) {
     for (auto& ex : *set) ld.truncated += train::truncate_left(ex, cfg.sequence_len) > 0 ? 1 : 0;
   const int32_t pad = r.tok.pad_id() >= 0 ? r.tok.pad_id() : std::max(r.tok.eos_id(), 0);
   ld.data.pad_id = pad;
+  ld.data.skipped_records = ld.skipped;
   return ld;
 }
 
@@ -125,6 +154,7 @@ void add_train_command(CLI::App& app) {
     std::string max_runtime;  // overrides max_runtime
     std::string device;       // overrides device
     std::string precision;    // overrides precision
+    bool skip_invalid = false;  // overrides skip_invalid
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Fine-tune a LoRA adapter from an axolotl-style YAML config");
@@ -144,12 +174,15 @@ void add_train_command(CLI::App& app) {
                   "Where to compute: cpu | gpu | gpu:N (the config key device; a GPU build, docs/gpu.md)");
   cmd->add_option("--precision", args->precision,
                   "Linear layers' arithmetic: fp32 | bf16 | auto (bf16 on a GPU; the config key precision)");
+  cmd->add_flag("--skip-invalid", args->skip_invalid,
+                "Leave out (and count) dataset records that are invalid instead of stopping (the config key skip_invalid)");
   cmd->add_option("--max-runtime", args->max_runtime,
                   "Save a checkpoint and exit 0 after this long (12h, 90m, 3600s or seconds)");
   cmd->callback([args] {
     std::vector<std::string> overrides = args->overrides;
     if (!args->device.empty()) overrides.push_back("device=" + args->device);  // last: wins
     if (!args->precision.empty()) overrides.push_back("precision=" + args->precision);
+    if (args->skip_invalid) overrides.push_back("skip_invalid=true");
     train::TrainConfig cfg = train::load_train_config(args->config, overrides);
     if (!args->max_runtime.empty()) {
       const auto s = train::parse_duration_s(args->max_runtime);
@@ -165,7 +198,8 @@ void add_train_command(CLI::App& app) {
     r.eos = tok->eos_id() >= 0 ? tok->token_piece(tok->eos_id()) : "";
     bool needs_chat = cfg.prompt_format == train::PromptFormat::kChat;
     for (const auto* list : {&cfg.datasets, &cfg.test_datasets})
-      for (const auto& d : *list) needs_chat = needs_chat || d.type == train::DatasetType::kChat;
+      for (const auto& d : *list)
+        needs_chat = needs_chat || d.type == train::DatasetType::kChat || d.type == train::DatasetType::kChatTemplate;
     if (needs_chat) {
       const auto src = find_chat_template(ckpt);
       r.chat.emplace(src.text, src.origin);
@@ -196,11 +230,14 @@ void add_train_command(CLI::App& app) {
     int64_t max_len = 0, answer_tokens = 0;
     for (const auto& ex : ld.data.train) {
       max_len = std::max(max_len, ex.length());
-      answer_tokens += static_cast<int64_t>(ex.answer.size());
+      answer_tokens += ex.trained_tokens();
     }
     std::cerr << "data: " << ld.data.train.size() << " training examples, " << ld.data.val.size()
               << " validation (" << ld.val_items.size() << " scored by letter), longest " << max_len
               << " tokens, " << ld.truncated << " truncated to sequence_len " << cfg.sequence_len << "\n";
+    if (ld.skipped > 0)
+      std::cerr << "data: skipped " << ld.skipped << " invalid record(s) (skip_invalid); the first: "
+                << ld.first_skipped << "\n";
 
     // The memory plan, from the adapter's shapes (nothing of its size allocated yet).
     const auto lora_plan = model::lora_shapes(ckpt.config, train::lora_config(cfg));

@@ -115,18 +115,21 @@ int64_t micro_batches_per_epoch(const std::vector<int64_t>& lengths, const Batch
 namespace {
 
 // Writes one example's length - 1 inputs from flat index `at` on: ids[t] = token t, mask 1,
-// targets[t] = token t + 1 where that token is a target (an answer token, index >= context size;
-// with train_on_inputs every token).
+// targets[t] = token t + 1 where that token is a target (an answer token, index >= context size,
+// that the answer_mask trains; without an answer_mask train_on_inputs makes every token one).
 void place_example(model::TrainBatch& b, size_t at, const Example& ex, bool train_on_inputs) {
   std::vector<int32_t> tokens(ex.context);
   tokens.insert(tokens.end(), ex.answer.begin(), ex.answer.end());
   const auto nctx = static_cast<int64_t>(ex.context.size());
   const int64_t n = static_cast<int64_t>(tokens.size()) - 1;
+  // The axolotl types applied train_on_inputs when they built the mask (data.h: Example).
+  const bool all_inputs = train_on_inputs && ex.answer_mask.empty();
   for (int64_t t = 0; t < n; ++t) {
     const size_t k = at + static_cast<size_t>(t);
     b.ids[k] = tokens[static_cast<size_t>(t)];
     b.mask[k] = 1;
-    if (train_on_inputs || t + 1 >= nctx) b.targets[k] = tokens[static_cast<size_t>(t + 1)];
+    const bool target = all_inputs || (t + 1 >= nctx && ex.answer_trained(static_cast<size_t>(t + 1 - nctx)));
+    if (target) b.targets[k] = tokens[static_cast<size_t>(t + 1)];
   }
 }
 

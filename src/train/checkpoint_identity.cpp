@@ -34,6 +34,11 @@ std::string examples_hash(const std::vector<Example>& train, const std::vector<E
     for (const Example& ex : *set) {
       hash_ids(h, ex.context);
       hash_ids(h, ex.answer);
+      // Only the axolotl types have a mask; hashing it only then keeps earlier runs' identities.
+      if (!ex.answer_mask.empty()) {
+        h.update(std::string_view("mask"));
+        h.update(std::span<const uint8_t>(ex.answer_mask.data(), ex.answer_mask.size()));
+      }
     }
   }
   return h.hex();
@@ -90,7 +95,8 @@ nlohmann::json training_relevant_config(const TrainConfig& cfg) {
   nlohmann::json j = to_json(cfg);
   for (const char* key : {"base_model", "output_dir", "save_steps", "save_total_limit", "logging_steps",
                           "report_to", "logging_dir",
-                          "eval_steps", "num_threads", "device", "precision", "max_runtime", "resume_from_checkpoint", "skip_nonfinite_steps"})
+                          "eval_steps", "num_threads", "device", "precision", "max_runtime", "resume_from_checkpoint", "skip_nonfinite_steps",
+                          "skip_invalid"})  // skipped records show in examples_sha256
     j.erase(key);
   // Datasets by type only: their content is hashed separately, and moving a file is no change.
   for (const char* key : {"datasets", "test_datasets"})

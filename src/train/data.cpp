@@ -11,10 +11,49 @@
 
 namespace medtune::train {
 
+int64_t Example::trained_tokens() const {
+  if (answer_mask.empty()) return static_cast<int64_t>(answer.size());
+  return static_cast<int64_t>(std::count(answer_mask.begin(), answer_mask.end(), uint8_t{1}));
+}
+
+Example masked_example(const std::vector<int32_t>& tokens, const std::vector<uint8_t>& trained,
+                       const std::string& source) {
+  if (tokens.size() != trained.size()) throw Internal("masked_example: tokens and mask differ in length");
+  // Token 0 is never a target (nothing precedes it): a record needs a trained token after it.
+  if (std::find(trained.begin() + (trained.empty() ? 0 : 1), trained.end(), uint8_t{1}) == trained.end())
+    throw BadInput(source + ": nothing to train on (no token of the record after the first is a target)");
+  const auto first = std::find(trained.begin(), trained.end(), uint8_t{1});
+  const auto cut = first - trained.begin();
+  Example ex;
+  ex.source = source;
+  ex.context.assign(tokens.begin(), tokens.begin() + cut);
+  ex.answer.assign(tokens.begin() + cut, tokens.end());
+  ex.answer_mask.assign(first, trained.end());
+  return ex;
+}
+
 int64_t truncate_left(Example& ex, int64_t sequence_len) {
   // A row of T inputs predicts T targets: T + 1 tokens of text.
   const int64_t capacity = sequence_len + 1;
   const auto answer_len = static_cast<int64_t>(ex.answer.size());
+  if (!ex.answer_mask.empty()) {
+    const int64_t excess = ex.length() - capacity;
+    if (excess <= 0) return 0;
+    // One context token stays where there is one: it predicts the first target. Without context
+    // the first token is trained on from the second position on, as it is untruncated.
+    const int64_t keep_context = std::min<int64_t>(1, static_cast<int64_t>(ex.context.size()));
+    const int64_t from_context = std::min(excess, static_cast<int64_t>(ex.context.size()) - keep_context);
+    ex.context.erase(ex.context.begin(), ex.context.begin() + from_context);
+    const int64_t from_answer = excess - from_context;
+    ex.answer.resize(static_cast<size_t>(answer_len - from_answer));
+    ex.answer_mask.resize(ex.answer.size());
+    const size_t first_target = ex.context.empty() ? 1 : 0;  // answer index of the first predicted token
+    if (std::find(ex.answer_mask.begin() + static_cast<std::ptrdiff_t>(std::min(first_target, ex.answer_mask.size())),
+                  ex.answer_mask.end(), uint8_t{1}) == ex.answer_mask.end())
+      throw BadInput(ex.source + ": nothing left to train on after cutting to sequence_len (" +
+                     std::to_string(sequence_len) + ")");
+    return excess;
+  }
   if (answer_len + 1 > capacity) {
     // At least one context token must remain: the first answer token is predicted from it.
     throw BadInput(ex.source + ": the answer alone is " + std::to_string(answer_len) +
@@ -27,31 +66,42 @@ int64_t truncate_left(Example& ex, int64_t sequence_len) {
   return excess;
 }
 
-std::vector<ChatRecord> read_chat_jsonl(const std::string& path) {
-  require_input_file(path, "chat dataset");
+nlohmann::json parse_jsonl_record(const std::string& line, const std::string& where) {
+  nlohmann::json j;
+  std::string last_key;  // names the field of a number beyond a double (1e999): fuzz_chat_jsonl
+  const auto track_key = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+    if (ev == nlohmann::json::parse_event_t::key) last_key = v.get<std::string>();
+    return true;
+  };
+  try {
+    j = nlohmann::json::parse(line, track_key);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw BadInput(where + ": not valid JSON: " + e.what());
+  } catch (const nlohmann::json::out_of_range& e) {
+    throw BadInput(where + ": " + (last_key.empty() ? "a number" : "field '" + last_key + "'") +
+                   " is out of range: " + e.what());
+  }
+  return j;
+}
+
+void for_each_jsonl_line(const std::string& path, const std::string& what,
+                         const std::function<void(const std::string& line, const std::string& where)>& fn) {
+  require_input_file(path, what);
   std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot open the chat dataset");
-  std::vector<ChatRecord> out;
+  if (!in) throw BadInput(path + ": cannot open the " + what);
   std::string line;
   int64_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(line_no);
-    nlohmann::json j;
-    std::string last_key;  // names the field of a number beyond a double (1e999): fuzz_chat_jsonl
-    const auto track_key = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
-      if (ev == nlohmann::json::parse_event_t::key) last_key = v.get<std::string>();
-      return true;
-    };
-    try {
-      j = nlohmann::json::parse(line, track_key);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw BadInput(where + ": not valid JSON: " + e.what());
-    } catch (const nlohmann::json::out_of_range& e) {
-      throw BadInput(where + ": " + (last_key.empty() ? "a number" : "field '" + last_key + "'") +
-                     " is out of range: " + e.what());
-    }
+    fn(line, path + ":" + std::to_string(line_no));
+  }
+}
+
+std::vector<ChatRecord> read_chat_jsonl(const std::string& path) {
+  std::vector<ChatRecord> out;
+  for_each_jsonl_line(path, "chat dataset", [&](const std::string& line, const std::string& where) {
+    const nlohmann::json j = parse_jsonl_record(line, where);
     if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array())
       throw BadInput(where + ": field 'messages' (a list of {role, content}) is missing");
     ChatRecord rec;
@@ -65,7 +115,7 @@ std::vector<ChatRecord> read_chat_jsonl(const std::string& path) {
     if (rec.messages.size() < 2 || rec.messages.back().role != "assistant")
       throw BadInput(where + ": field 'messages' must end with an 'assistant' message after at least one other");
     out.push_back(std::move(rec));
-  }
+  });
   if (out.empty()) throw BadInput(path + ": no conversations in the chat dataset");
   return out;
 }

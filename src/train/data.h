@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,19 +18,48 @@
 
 namespace medtune::train {
 
+// The tokens of one training sequence and which of them the loss is computed on. The text is
+// context + answer. With an empty answer_mask (medqa, chat) the answer is one trained span, and
+// train_on_inputs trains the context too (make_batch applies it). The axolotl types
+// (train/dataset_formats.h) decide every token themselves, train_on_inputs included: context is
+// then the untrained tokens before the first trained one, and answer_mask[i] says whether answer
+// token i is trained (the first always is), so a conversation trains every assistant turn and not
+// the user turns between them.
 struct Example {
   std::vector<int32_t> context;  // prompt tokens (BOS included where the model wants one)
   std::vector<int32_t> answer;   // the completion: what the loss is computed on
+  std::vector<uint8_t> answer_mask;  // empty, or one 0/1 per answer token (see above)
   std::string source;            // "<file>:<line>", for messages
   int64_t length() const { return static_cast<int64_t>(context.size() + answer.size()); }
+  // Whether answer token i is a target (without train_on_inputs).
+  bool answer_trained(size_t i) const { return answer_mask.empty() || answer_mask[i] != 0; }
+  // Tokens the loss is computed on, train_on_inputs aside.
+  int64_t trained_tokens() const;
 };
+
+// An Example from a token sequence and its per-token loss mask (1: trained): the context is the
+// tokens before the first trained one. BadInput naming source when no token is trained.
+Example masked_example(const std::vector<int32_t>& tokens, const std::vector<uint8_t>& trained,
+                       const std::string& source);
 
 // Makes the example fit sequence_len + 1 tokens (the +1: the last token is only a target, never
 // an input, so a batch row of T inputs holds T + 1 tokens of text), by dropping context tokens
-// from the left: the end of the prompt (the question's options, the answer cue) matters most, and
-// the answer is never cut. An answer that alone does not fit is a BadInput naming ex.source.
-// Returns how many context tokens were dropped.
+// from the left: the end of the prompt (the question's options, the answer cue) matters most.
+// With an empty answer_mask (medqa, chat) the answer is never cut: an answer that alone does not
+// fit is a BadInput naming ex.source. With an answer_mask (the axolotl types) the context is cut
+// the same way (keeping one token before the first target), and an answer still too long is then
+// cut at its end, as axolotl's `excess_length_strategy: truncate` does: the first trained tokens
+// are kept, later turns are lost. Returns how many tokens were dropped.
 int64_t truncate_left(Example& ex, int64_t sequence_len);
+
+// One line of a JSONL dataset as JSON; BadInput naming `where` ("<file>:<line>") when it is not
+// valid JSON or holds a number beyond a double (naming its field).
+nlohmann::json parse_jsonl_record(const std::string& line, const std::string& where);
+
+// Calls fn(line, "<file>:<line>") for each non-blank line of a JSONL file; `what` names the file
+// in messages ("chat dataset").
+void for_each_jsonl_line(const std::string& path, const std::string& what,
+                         const std::function<void(const std::string& line, const std::string& where)>& fn);
 
 // One chat conversation of a `type: chat` dataset line: {"messages": [{"role", "content"}, ...]}.
 struct ChatRecord {

@@ -202,8 +202,13 @@ constexpr std::array<std::pair<std::string_view, AdapterKind>, 2> kAdapters{
     {{"lora", AdapterKind::kLora}, {"qlora", AdapterKind::kQlora}}};
 constexpr std::array<std::pair<std::string_view, BaseQuant>, 2> kBaseQuants{
     {{"none", BaseQuant::kNone}, {"nf4", BaseQuant::kNf4}}};
-constexpr std::array<std::pair<std::string_view, DatasetType>, 2> kDatasetTypes{
-    {{"medqa", DatasetType::kMedqa}, {"chat", DatasetType::kChat}}};
+constexpr std::array<std::pair<std::string_view, DatasetType>, 6> kDatasetTypes{
+    {{"medqa", DatasetType::kMedqa},
+     {"chat", DatasetType::kChat},
+     {"alpaca", DatasetType::kAlpaca},
+     {"completion", DatasetType::kCompletion},
+     {"input_output", DatasetType::kInputOutput},
+     {"chat_template", DatasetType::kChatTemplate}}};
 constexpr std::array<std::pair<std::string_view, PromptFormat>, 2> kPromptFormats{
     {{"lm_eval", PromptFormat::kLmEval}, {"chat", PromptFormat::kChat}}};
 constexpr std::array<std::pair<std::string_view, AnswerTarget>, 2> kAnswerTargets{
@@ -219,6 +224,70 @@ std::string resolve_path(const std::string& p) {
   // Relative to the working directory, as axolotl does; stored absolute so the resolved config in
   // the run directory still points at the same files from anywhere.
   return std::filesystem::absolute(p).lexically_normal().string();
+}
+
+// The axolotl per-dataset keys that hold a name, each with the type that reads it (a key its
+// type does not read would be silently ignored, so it is an error). roles_to_train and
+// message_property_mappings are read in read_dataset_key.
+struct DatasetKey {
+  std::string_view name;
+  std::string DatasetSpec::*field;
+  DatasetType type;
+};
+constexpr std::array<DatasetKey, 9> kDatasetKeys{{
+    {"field", &DatasetSpec::field, DatasetType::kCompletion},
+    {"field_instruction", &DatasetSpec::field_instruction, DatasetType::kAlpaca},
+    {"field_input", &DatasetSpec::field_input, DatasetType::kAlpaca},
+    {"field_output", &DatasetSpec::field_output, DatasetType::kAlpaca},
+    {"field_system", &DatasetSpec::field_system, DatasetType::kChatTemplate},
+    {"field_messages", &DatasetSpec::field_messages, DatasetType::kChatTemplate},
+    {"message_field_role", &DatasetSpec::message_field_role, DatasetType::kChatTemplate},
+    {"message_field_content", &DatasetSpec::message_field_content, DatasetType::kChatTemplate},
+    {"train_on_eos", &DatasetSpec::train_on_eos, DatasetType::kChatTemplate},
+}};
+constexpr std::array<std::string_view, 4> kTrainOnEos{"turn", "all", "last", "none"};
+
+// One axolotl key of a dataset entry; false when `k` is not one. Which type reads it is checked
+// once the entry's type is known (check_dataset_keys).
+bool read_dataset_key(const Entry& e, const std::string& k, const YAML::Node& v, const std::string& name,
+                      DatasetSpec& d) {
+  for (const auto& key : kDatasetKeys) {
+    if (k != key.name) continue;
+    d.*key.field = read_string(e, v, name + "." + k);
+    if (k == "train_on_eos" &&
+        std::find(kTrainOnEos.begin(), kTrainOnEos.end(), d.train_on_eos) == kTrainOnEos.end())
+      fail_at(e.where(v), "'" + name + ".train_on_eos' must be turn, all, last or none, got " + got(v));
+    return true;
+  }
+  if (k == "roles_to_train") {
+    if (!v.IsSequence()) fail_type(e, v, "a list of roles (user, assistant, system, tool)", name + "." + k);
+    d.roles_to_train.clear();
+    for (const auto& r : v) d.roles_to_train.push_back(read_string(e, r, name + "." + k));
+    return true;
+  }
+  if (k == "message_property_mappings") {
+    if (!v.IsMap()) fail_type(e, v, "a mapping {role: FIELD, content: FIELD}", name + "." + k);
+    for (const auto& kv : v) {
+      const std::string prop = key_name(kv.first, e.where(kv.first), name + "." + k);
+      if (prop == "role") d.message_field_role = read_string(e, kv.second, name + "." + k + ".role");
+      else if (prop == "content") d.message_field_content = read_string(e, kv.second, name + "." + k + ".content");
+      else fail_at(e.where(kv.first), "'" + name + "." + k + "' maps only role and content, got '" + prop + "'");
+    }
+    return true;
+  }
+  return false;
+}
+
+void check_dataset_keys(const Entry& e, const YAML::Node& item, const std::string& name, const DatasetSpec& d) {
+  const DatasetSpec defaults;
+  for (const auto& key : kDatasetKeys)
+    if (d.*key.field != defaults.*key.field && d.type != key.type)
+      fail_at(e.where(item), name + "." + std::string(key.name) + " is a key of type " +
+                                 std::string(dataset_type_name(key.type)) + ", not " +
+                                 std::string(dataset_type_name(d.type)));
+  if (d.roles_to_train != defaults.roles_to_train && d.type != DatasetType::kChatTemplate)
+    fail_at(e.where(item), name + ".roles_to_train is a key of type chat_template, not " +
+                               std::string(dataset_type_name(d.type)));
 }
 
 std::vector<DatasetSpec> read_datasets(const Entry& e) {
@@ -242,16 +311,20 @@ std::vector<DatasetSpec> read_datasets(const Entry& e) {
         has_type = true;
       } else if (k == "split") {
         // A Hugging Face datasets split name; a local .jsonl file has only one, so it is ignored.
-      } else {
-        std::string msg = "unknown key '" + k + "' in " + name + " (valid: path, type, split)";
-        const std::string guess =
-            closest(k, std::array<std::string_view, 3>{"path", "type", "split"});
+      } else if (!read_dataset_key(e, k, v, name, d)) {
+        std::vector<std::string> valid{"path", "type", "split", "roles_to_train", "message_property_mappings"};
+        for (const auto& key : kDatasetKeys) valid.emplace_back(key.name);
+        std::string msg = "unknown key '" + k + "' in " + name + " (valid: path, type, split and axolotl's " +
+                          "field_*, message_property_mappings, roles_to_train, train_on_eos)";
+        const std::string guess = closest(k, valid);
         if (!guess.empty()) msg += "; did you mean '" + guess + "'?";
         fail_at(e.where(kv.first), msg);
       }
     }
     if (!has_path) fail_at(e.where(item), name + " has no 'path'");
-    if (!has_type) fail_at(e.where(item), name + " has no 'type' (medqa or chat)");
+    if (!has_type)
+      fail_at(e.where(item), name + " has no 'type' (medqa, chat, alpaca, completion, input_output or chat_template)");
+    check_dataset_keys(e, item, name, d);
     out.push_back(std::move(d));
   }
   return out;
@@ -365,12 +438,13 @@ constexpr std::array<FloatKey, 9> kFloatKeys{{
     {"adam_epsilon", &TrainConfig::adam_epsilon, Range::kNonNegative},
     {"max_grad_norm", &TrainConfig::max_grad_norm, Range::kNonNegative},  // 0: no clipping
 }};
-constexpr std::array<BoolKey, 8> kBoolKeys{{
+constexpr std::array<BoolKey, 9> kBoolKeys{{
     {"load_in_4bit", &TrainConfig::load_in_4bit},
     {"peft_use_rslora", &TrainConfig::peft_use_rslora},
     {"sample_packing", &TrainConfig::sample_packing},
     {"group_by_length", &TrainConfig::group_by_length},
     {"train_on_inputs", &TrainConfig::train_on_inputs},
+    {"skip_invalid", &TrainConfig::skip_invalid},
     {"gradient_checkpointing", &TrainConfig::gradient_checkpointing},
     {"lora_target_linear", nullptr},  // resolved with lora_target_modules
     {"auto_resume_from_checkpoints",
@@ -886,8 +960,19 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
   using nlohmann::ordered_json;
   auto datasets = [](const std::vector<DatasetSpec>& ds) {
     ordered_json out = ordered_json::array();
-    for (const DatasetSpec& d : ds)
-      out.push_back({{"path", d.path}, {"type", dataset_type_name(d.type)}});
+    const DatasetSpec defaults;
+    for (const DatasetSpec& d : ds) {
+      ordered_json j{{"path", d.path}, {"type", dataset_type_name(d.type)}};
+      // The axolotl keys only where set, so that the resolved config (and a run's identity) of
+      // a medqa or chat dataset is what it was before these keys existed.
+      for (const auto& key : kDatasetKeys)
+        if (d.*key.field != defaults.*key.field) j[std::string(key.name)] = d.*key.field;
+      if (d.type == DatasetType::kChatTemplate) {
+        j["roles_to_train"] = d.roles_to_train;
+        j["train_on_eos"] = d.train_on_eos;
+      }
+      out.push_back(std::move(j));
+    }
     return out;
   };
   auto optional = [](const std::string& s) { return s.empty() ? ordered_json() : ordered_json(s); };
@@ -909,6 +994,7 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
   j["sample_packing"] = c.sample_packing;
   j["group_by_length"] = c.group_by_length;
   j["train_on_inputs"] = c.train_on_inputs;
+  j["skip_invalid"] = c.skip_invalid;
   j["prompt_format"] = prompt_format_name(c.prompt_format);
   j["system_prompt"] = c.system_prompt;
   j["answer_target"] = answer_target_name(c.answer_target);

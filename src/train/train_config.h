@@ -23,6 +23,11 @@ enum class BaseQuant { kNone, kNf4 };
 enum class DatasetType {
   kMedqa,  // MedQA .jsonl items (question, options, answer), rendered by prompt_format
   kChat,   // {"messages": [{"role", "content"}, ...]} rendered by the model's chat template
+  // axolotl's types, with its semantics (train/dataset_formats.h):
+  kAlpaca,        // {"instruction", "input", "output"} in axolotl's Alpaca prompt
+  kCompletion,    // {"text"}: raw text, every token trained
+  kInputOutput,   // {"segments": [{"text", "label"}]}: loss on the label: true segments
+  kChatTemplate,  // "messages" or ShareGPT "conversations", every roles_to_train turn trained
 };
 // How MedQA items become text: kLmEval is lm-evaluation-harness' plain "Question: ... Answer:"
 // prompt (works for base models); kChat wraps it in the model's chat template with system_prompt.
@@ -34,6 +39,21 @@ enum class AnswerTarget { kLetter, kText };
 struct DatasetSpec {
   std::string path;  // absolute (relative paths in the YAML resolve against the working directory)
   DatasetType type = DatasetType::kMedqa;
+  // axolotl's per-dataset keys, read by the types they belong to (docs/configuration.md); an
+  // empty string is axolotl's default.
+  // (The {} initializers let `DatasetSpec{path, type}` leave them out without a warning.)
+  std::string field{};              // completion: "text"
+  std::string field_instruction{};  // alpaca: "instruction"
+  std::string field_input{};        // alpaca: "input"
+  std::string field_output{};       // alpaca: "output"
+  std::string field_system{};       // chat_template: a record's system prompt, "system"
+  std::string field_messages{};     // chat_template: "messages" (or ShareGPT "conversations" when absent)
+  // chat_template: message_property_mappings' role and content (or message_field_role/_content):
+  // "role"/"content" (or ShareGPT "from"/"value" when a message has no "role").
+  std::string message_field_role{};
+  std::string message_field_content{};
+  std::vector<std::string> roles_to_train{"assistant"};  // chat_template
+  std::string train_on_eos = "turn";                     // chat_template: turn, all, last or none
   bool operator==(const DatasetSpec&) const = default;
 };
 
@@ -61,6 +81,7 @@ struct TrainConfig {
   bool sample_packing = false;
   bool group_by_length = false;
   bool train_on_inputs = false;  // false: loss on the completion (answer) tokens only
+  bool skip_invalid = false;     // skip (and count) bad dataset records instead of stopping
   PromptFormat prompt_format = PromptFormat::kLmEval;
   std::string system_prompt = "You are a clinician; choose the single best option.";
   AnswerTarget answer_target = AnswerTarget::kLetter;

@@ -224,7 +224,8 @@ nlohmann::json run_record(const TrainSummary& sum, const std::string& started) {
           {"steps", sum.steps},
           {"total_steps", sum.total_steps},
           {"target_tokens", sum.tokens},
-          {"skipped_steps", sum.skipped_steps}};
+          {"skipped_steps", sum.skipped_steps},
+          {"skipped_invalid_records", sum.skipped_records}};
 }
 nlohmann::json summary_record(const TrainSummary& sum) {
   return {{"steps", sum.steps},
@@ -343,6 +344,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
 
   TrainSummary sum;
   sum.total_steps = plan.total_steps;
+  sum.skipped_records = data.skipped_records;
   std::vector<int64_t> lengths;
   for (const auto& ex : data.train) lengths.push_back(ex.length());
   const BatchPlanOptions batch_opt = batch_plan_options(cfg);

@@ -28,6 +28,7 @@ struct TrainData {
   std::vector<Example> train;
   std::vector<Example> val;  // may be empty: no validation loss
   int32_t pad_id = 0;
+  int64_t skipped_records = 0;  // invalid dataset records left out (skip_invalid), for the manifest
 };
 
 struct TrainHooks {
@@ -67,6 +68,7 @@ struct TrainSummary {
   std::string stop_reason;  // "completed", "signal", "max_runtime", "diverged"
   std::string diverged;     // with "diverged": the step and what was not finite
   int64_t skipped_steps = 0;  // steps that made no update (non-finite; skip_nonfinite_steps)
+  int64_t skipped_records = 0;  // TrainData::skipped_records
   std::string adapter_dir;
   std::string checkpoint_dir;  // the last checkpoint written ("" if none)
   std::string resumed_from;    // the checkpoint this run continued ("" for a fresh start)

@@ -321,6 +321,22 @@ TEST(CheckpointIdentity, SameRunDespiteChangesThatDoNotAffectTraining) {
   EXPECT_EQ(identity_differences(c, b), std::vector<std::string>{});
 }
 
+// The same tokens trained differently (a loss mask, as the axolotl types set) are another run;
+// skip_invalid is not part of the identity (what it leaves out shows in the examples).
+TEST(CheckpointIdentity, ALossMaskChangesTheExamplesHashAndSkipInvalidDoesNot) {
+  const auto dir = temp_dir("identity_mask");
+  io::atomic_write_file(dir + "/train.jsonl", "{}\n");
+  TrainConfig cfg = identity_config(dir + "/train.jsonl");
+  const RunIdentity plain = compute_identity(cfg, two_examples(), {});
+  auto masked = two_examples();
+  masked[1].answer_mask = {1, 0};
+  const auto d = identity_differences(plain, compute_identity(cfg, masked, {}));
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NE(d[0].find("tokenized examples differ"), std::string::npos) << d[0];
+  cfg.skip_invalid = true;
+  EXPECT_EQ(identity_differences(plain, compute_identity(cfg, two_examples(), {})), std::vector<std::string>{});
+}
+
 TEST(CheckpointIdentity, DifferencesSayWhatChanged) {
   const auto dir = temp_dir("identity_diff");
   io::atomic_write_file(dir + "/train.jsonl", "{}\n");

@@ -224,7 +224,8 @@ TEST(TrainConfig, UnknownKeySuggestsTheClosest) {
   EXPECT_EQ(
       error_of("base_model: m.gguf\ndatasets:\n  - path: t.jsonl\n    typ: medqa\n"),
       cfg_path() +
-          ":4: unknown key 'typ' in datasets[0] (valid: path, type, split); did you mean 'type'?");
+          ":4: unknown key 'typ' in datasets[0] (valid: path, type, split and axolotl's field_*, "
+          "message_property_mappings, roles_to_train, train_on_eos); did you mean 'type'?");
 }
 
 TEST(TrainConfig, WrongTypes) {
@@ -247,8 +248,10 @@ TEST(TrainConfig, WrongTypes) {
                 "got 'cosin'; did you mean 'cosine'?");
   EXPECT_EQ(error_of(kMinimal + "adapter: [lora]\n"),
             cfg_path() + ":5: 'adapter' must be one of lora, qlora, got a list");
-  EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - path: t.jsonl\n    type: alpaca\n"),
-            cfg_path() + ":4: 'datasets[0].type' must be one of medqa, chat, got 'alpaca'");
+  // axolotl's deprecated sharegpt type (its chat_template reads ShareGPT files).
+  EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - path: t.jsonl\n    type: sharegpt\n"),
+            cfg_path() + ":4: 'datasets[0].type' must be one of medqa, chat, alpaca, completion, input_output, "
+                         "chat_template, got 'sharegpt'");
   EXPECT_EQ(error_of("base_model: m.gguf\ndatasets: data/train.jsonl\n"),
             cfg_path() + ":2: 'datasets' must be a list of {path, type}, got 'data/train.jsonl'");
   EXPECT_EQ(error_of(kMinimal + "max_runtime: soon\n"),
@@ -302,7 +305,7 @@ TEST(TrainConfig, MissingRequired) {
   EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - type: medqa\n"),
             cfg_path() + ":3: datasets[0] has no 'path'");
   EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - path: t.jsonl\n"),
-            cfg_path() + ":3: datasets[0] has no 'type' (medqa or chat)");
+            cfg_path() + ":3: datasets[0] has no 'type' (medqa, chat, alpaca, completion, input_output or chat_template)");
 }
 
 TEST(TrainConfig, Contradictions) {
@@ -607,3 +610,52 @@ TEST(TrainConfig, ReportToTensorBoard) {
 
 }  // namespace
 }  // namespace medtune
+
+namespace medtune::train {
+namespace {
+
+// axolotl's per-dataset keys: read into the entry, checked against its type, and written back
+// by to_yaml only where set (a medqa entry resolves as it did before they existed).
+TEST(TrainConfig, AxolotlDatasetKeys) {
+  const std::string text =
+      "base_model: m.gguf\n"
+      "skip_invalid: true\n"
+      "datasets:\n"
+      "  - path: a.jsonl\n"
+      "    type: alpaca\n"
+      "    field_instruction: q\n"
+      "    field_output: a\n"
+      "  - path: c.jsonl\n"
+      "    type: chat_template\n"
+      "    field_messages: conversations\n"
+      "    message_property_mappings: {role: from, content: value}\n"
+      "    roles_to_train: [human, gpt]\n"
+      "    train_on_eos: all\n";
+  const TrainConfig c = load_text(text);
+  EXPECT_TRUE(c.skip_invalid);
+  ASSERT_EQ(c.datasets.size(), 2u);
+  EXPECT_EQ(c.datasets[0].type, DatasetType::kAlpaca);
+  EXPECT_EQ(c.datasets[0].field_instruction, "q");
+  EXPECT_EQ(c.datasets[0].field_output, "a");
+  EXPECT_EQ(c.datasets[1].message_field_role, "from");
+  EXPECT_EQ(c.datasets[1].message_field_content, "value");
+  EXPECT_EQ(c.datasets[1].roles_to_train, (std::vector<std::string>{"human", "gpt"}));
+  EXPECT_EQ(c.datasets[1].train_on_eos, "all");
+  TrainConfig back = load_text(to_yaml(c));
+  EXPECT_EQ(back, c);
+  // The older spelling of the mappings.
+  EXPECT_EQ(load_text(kMinimal + "  - path: d.jsonl\n    type: chat_template\n    message_field_role: speaker\n")
+                .datasets[1].message_field_role,
+            "speaker");
+  // A medqa entry's resolved form has only path and type.
+  EXPECT_EQ(to_json(load_text(kMinimal))["datasets"][0].size(), 2u);
+  // A key of another type, a bad train_on_eos.
+  EXPECT_EQ(error_of(kMinimal + "    field_instruction: q\n"),
+            cfg_path() + ":3: datasets[0].field_instruction is a key of type alpaca, not medqa");
+  EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - path: c.jsonl\n    type: chat_template\n"
+                     "    train_on_eos: sometimes\n"),
+            cfg_path() + ":5: 'datasets[0].train_on_eos' must be turn, all, last or none, got 'sometimes'");
+}
+
+}  // namespace
+}  // namespace medtune::train
