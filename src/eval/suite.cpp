@@ -104,7 +104,7 @@ std::string render_suite_markdown(const json& suite) {
     s += "| " + t["task"].get<std::string>() + " | " + std::to_string(t["n"].get<int64_t>()) + " | " +
          pct(acc["value"].get<double>()) + "% | " + pct(acc["ci95"]["lo"].get<double>()) + "-" +
          pct(acc["ci95"]["hi"].get<double>()) + "% | " + pct(base["accuracy"].get<double>()) + "% (always " +
-         base["answer"].get<std::string>() + ")" + (t.value("above_baseline", true) ? "" : " — not distinguishable") +
+         base["answer"].get<std::string>() + ")" + (t.value("above_baseline", true) ? "" : "; the accuracy's CI reaches it") +
          " |\n";
   }
   s += "\n**Macro average: " + pct(get(suite, "macro_accuracy", "suite").get<double>()) + "%** (" +
