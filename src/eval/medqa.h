@@ -30,6 +30,7 @@ struct McqItem {
   int answer = -1;                   // index into options
   std::string meta_info;             // MedQA's "step1" / "step2&3"; empty when absent
   int64_t line = 0;                  // 1-based line in the file
+  std::string passage;               // text the question is about (PubMedQA's abstract); else empty
 };
 
 struct McqSet {

@@ -76,6 +76,8 @@ PromptRenderer::PromptRenderer(PromptOptions options, const tokenizer::Tokenizer
     throw BadInput("prompt format 'chat' needs the model's chat template, and it has none");
   if (opt_.format == PromptFormat::chat && opt_.fewshot_k > 0)
     throw BadInput("few-shot examples are not supported with the chat prompt format");
+  if (opt_.task && (opt_.format != PromptFormat::lm_eval || opt_.fewshot_k > 0))
+    throw BadInput("task " + opt_.task->name + " is scored zero-shot with its own lm-eval prompt: no --format, no --fewshot");
   if (opt_.format == PromptFormat::custom) {
     if (opt_.custom_template_path.empty()) throw BadInput("prompt format 'custom' needs --prompt-template FILE");
     custom_template_ = read_text_file(opt_.custom_template_path);
@@ -99,7 +101,8 @@ namespace {
 
 // lm-eval compares documents as dicts: every field of the record.
 bool same_record(const McqItem& a, const McqItem& b) {
-  return a.question == b.question && a.options == b.options && a.answer == b.answer && a.meta_info == b.meta_info;
+  return a.question == b.question && a.options == b.options && a.answer == b.answer && a.meta_info == b.meta_info &&
+         a.passage == b.passage;
 }
 
 bool same_file(const std::string& a, const std::string& b) {
@@ -156,6 +159,7 @@ std::string PromptRenderer::question_body(const McqItem& item) const {
 }
 
 std::string PromptRenderer::context_text(const McqItem& item) const {
+  if (opt_.task) return task_prompt(*opt_.task, item);
   switch (opt_.format) {
     case PromptFormat::lm_eval:
       return "Question: " + question_body(item) + "\nAnswer:";

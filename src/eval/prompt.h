@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "eval/medqa.h"
+#include "eval/tasks.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +38,8 @@ struct PromptOptions {
   std::string fewshot_pool;  // MCQ JSONL file the examples are drawn from
   uint64_t fewshot_seed = 1234;  // lm-eval's default fewshot_random_seed
   std::string custom_template_path;  // custom only
+  // An lm-eval task (eval/tasks.h): its own prompt replaces the format's (lm_eval only, zero-shot).
+  const TaskSpec* task = nullptr;
 };
 
 // A question rendered as text: the shared context and one continuation per option.

@@ -62,7 +62,7 @@ TEST(PythonRandom, SampleMatchesPythonInBothBranches) {
 }
 
 McqItem item(const std::string& id, int i) {
-  return {id, "question " + std::to_string(i), {"a" + std::to_string(i), "b", "c", "d"}, i % 4, "step1", i + 1};
+  return {id, "question " + std::to_string(i), {"a" + std::to_string(i), "b", "c", "d"}, i % 4, "step1", i + 1, ""};
 }
 
 TEST(Fewshot, DrawsMatchLmEvalSampler) {
