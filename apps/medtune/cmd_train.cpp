@@ -21,6 +21,7 @@
 #include "eval/medqa.h"
 #include "eval/prompt.h"
 #include "eval/scorer.h"
+#include "eval/tasks.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "model/row_shards.h"
@@ -86,6 +87,26 @@ void load_dataset(const train::DatasetSpec& spec, const train::TrainConfig& cfg,
     ld.truncated += load.truncated;
     if (load.skipped > 0 && ld.skipped == 0) ld.first_skipped = load.first_skipped;
     ld.skipped += load.skipped;
+    return;
+  }
+  if (train::is_lm_eval_task_type(spec.type)) {
+    // The task's own prompt and target, as `eval --task` scores them; not the config's
+    // prompt_format / answer_target, which are for `type: medqa`. Their items are not scored
+    // by the in-training evaluation (it renders with the config's prompt): loss only.
+    const eval::TaskSpec& task = eval::task_spec(std::string(train::dataset_type_name(spec.type)));
+    const eval::McqSet set = eval::read_task_questions(task, spec.path, {spec.cop_base, cfg.skip_invalid});
+    eval::PromptOptions popt;
+    popt.task = &task;
+    const eval::PromptRenderer renderer(popt, r.tok, std::nullopt);
+    for (const auto& item : set.items) {
+      train::Example ex;
+      ex.source = item.id;
+      renderer.training_example(item, ex.context, ex.answer, task.scores_option_text);
+      out.push_back(std::move(ex));
+      items.emplace_back(std::nullopt);
+    }
+    if (set.skipped > 0 && ld.skipped == 0 && !set.skip_reasons.empty()) ld.first_skipped = set.skip_reasons.front();
+    ld.skipped += set.skipped;
     return;
   }
   if (spec.type == train::DatasetType::kMedqa) {

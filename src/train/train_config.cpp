@@ -202,13 +202,24 @@ constexpr std::array<std::pair<std::string_view, AdapterKind>, 2> kAdapters{
     {{"lora", AdapterKind::kLora}, {"qlora", AdapterKind::kQlora}}};
 constexpr std::array<std::pair<std::string_view, BaseQuant>, 2> kBaseQuants{
     {{"none", BaseQuant::kNone}, {"nf4", BaseQuant::kNf4}}};
-constexpr std::array<std::pair<std::string_view, DatasetType>, 6> kDatasetTypes{
+// The task names are eval::open_medical_llm_tasks()'s (test_apps TaskDatasetTypes checks it: the
+// config is read below eval/ in the build's layering, so it cannot ask).
+constexpr std::array<std::pair<std::string_view, DatasetType>, 15> kDatasetTypes{
     {{"medqa", DatasetType::kMedqa},
      {"chat", DatasetType::kChat},
      {"alpaca", DatasetType::kAlpaca},
      {"completion", DatasetType::kCompletion},
      {"input_output", DatasetType::kInputOutput},
-     {"chat_template", DatasetType::kChatTemplate}}};
+     {"chat_template", DatasetType::kChatTemplate},
+     {"medqa_4options", DatasetType::kMedqa4Options},
+     {"medmcqa", DatasetType::kMedmcqa},
+     {"pubmedqa", DatasetType::kPubmedqa},
+     {"mmlu_anatomy", DatasetType::kMmluAnatomy},
+     {"mmlu_clinical_knowledge", DatasetType::kMmluClinicalKnowledge},
+     {"mmlu_college_biology", DatasetType::kMmluCollegeBiology},
+     {"mmlu_college_medicine", DatasetType::kMmluCollegeMedicine},
+     {"mmlu_medical_genetics", DatasetType::kMmluMedicalGenetics},
+     {"mmlu_professional_medicine", DatasetType::kMmluProfessionalMedicine}}};
 constexpr std::array<std::pair<std::string_view, PromptFormat>, 2> kPromptFormats{
     {{"lm_eval", PromptFormat::kLmEval}, {"chat", PromptFormat::kChat}}};
 constexpr std::array<std::pair<std::string_view, AnswerTarget>, 2> kAnswerTargets{
@@ -259,6 +270,12 @@ bool read_dataset_key(const Entry& e, const std::string& k, const YAML::Node& v,
       fail_at(e.where(v), "'" + name + ".train_on_eos' must be turn, all, last or none, got " + got(v));
     return true;
   }
+  if (k == "cop_base") {
+    const std::string s = read_string(e, v, name + "." + k);
+    if (s != "0" && s != "1") fail_at(e.where(v), "'" + name + ".cop_base' must be 0 or 1, got " + got(v));
+    d.cop_base = s == "0" ? 0 : 1;
+    return true;
+  }
   if (k == "roles_to_train") {
     if (!v.IsSequence()) fail_type(e, v, "a list of roles (user, assistant, system, tool)", name + "." + k);
     d.roles_to_train.clear();
@@ -285,6 +302,8 @@ void check_dataset_keys(const Entry& e, const YAML::Node& item, const std::strin
       fail_at(e.where(item), name + "." + std::string(key.name) + " is a key of type " +
                                  std::string(dataset_type_name(key.type)) + ", not " +
                                  std::string(dataset_type_name(d.type)));
+  if (d.cop_base != defaults.cop_base && d.type != DatasetType::kMedmcqa)
+    fail_at(e.where(item), name + ".cop_base is a key of type medmcqa, not " + std::string(dataset_type_name(d.type)));
   if (d.roles_to_train != defaults.roles_to_train && d.type != DatasetType::kChatTemplate)
     fail_at(e.where(item), name + ".roles_to_train is a key of type chat_template, not " +
                                std::string(dataset_type_name(d.type)));
@@ -312,10 +331,10 @@ std::vector<DatasetSpec> read_datasets(const Entry& e) {
       } else if (k == "split") {
         // A Hugging Face datasets split name; a local .jsonl file has only one, so it is ignored.
       } else if (!read_dataset_key(e, k, v, name, d)) {
-        std::vector<std::string> valid{"path", "type", "split", "roles_to_train", "message_property_mappings"};
+        std::vector<std::string> valid{"path", "type", "split", "roles_to_train", "message_property_mappings", "cop_base"};
         for (const auto& key : kDatasetKeys) valid.emplace_back(key.name);
         std::string msg = "unknown key '" + k + "' in " + name + " (valid: path, type, split and axolotl's " +
-                          "field_*, message_property_mappings, roles_to_train, train_on_eos)";
+                          "field_*, message_property_mappings, roles_to_train, train_on_eos; medmcqa's cop_base)";
         const std::string guess = closest(k, valid);
         if (!guess.empty()) msg += "; did you mean '" + guess + "'?";
         fail_at(e.where(kv.first), msg);
@@ -323,7 +342,8 @@ std::vector<DatasetSpec> read_datasets(const Entry& e) {
     }
     if (!has_path) fail_at(e.where(item), name + " has no 'path'");
     if (!has_type)
-      fail_at(e.where(item), name + " has no 'type' (medqa, chat, alpaca, completion, input_output or chat_template)");
+      fail_at(e.where(item), name + " has no 'type' (medqa, chat, alpaca, completion, input_output, chat_template or "
+                                    "one of the nine lm-eval task names, docs/configuration.md)");
     check_dataset_keys(e, item, name, d);
     out.push_back(std::move(d));
   }
@@ -922,6 +942,10 @@ std::string_view adapter_name(AdapterKind a) {
 std::string_view base_quant_name(BaseQuant q) {
   return name_of(q, kBaseQuants);
 }
+bool is_lm_eval_task_type(DatasetType t) {
+  return t >= DatasetType::kMedqa4Options && t <= DatasetType::kMmluProfessionalMedicine;
+}
+
 std::string_view dataset_type_name(DatasetType t) {
   return name_of(t, kDatasetTypes);
 }
@@ -971,6 +995,7 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
         j["roles_to_train"] = d.roles_to_train;
         j["train_on_eos"] = d.train_on_eos;
       }
+      if (d.cop_base >= 0) j["cop_base"] = std::to_string(d.cop_base);
       out.push_back(std::move(j));
     }
     return out;

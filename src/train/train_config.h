@@ -28,7 +28,22 @@ enum class DatasetType {
   kCompletion,    // {"text"}: raw text, every token trained
   kInputOutput,   // {"segments": [{"text", "label"}]}: loss on the label: true segments
   kChatTemplate,  // "messages" or ShareGPT "conversations", every roles_to_train turn trained
+  // The Open Medical-LLM Leaderboard's lm-eval tasks as training data (eval/tasks.h): records in
+  // the layouts their data sets are published in, each rendered with the task's own zero-shot
+  // prompt, the target being what `eval --task` scores (" A".." D"; pubmedqa " yes"/" no"/" maybe").
+  // The type's name is the task's name.
+  kMedqa4Options,
+  kMedmcqa,
+  kPubmedqa,
+  kMmluAnatomy,
+  kMmluClinicalKnowledge,
+  kMmluCollegeBiology,
+  kMmluCollegeMedicine,
+  kMmluMedicalGenetics,
+  kMmluProfessionalMedicine,
 };
+// The lm-eval task types (kMedqa4Options .. kMmluProfessionalMedicine).
+bool is_lm_eval_task_type(DatasetType t);
 // How MedQA items become text: kLmEval is lm-evaluation-harness' plain "Question: ... Answer:"
 // prompt (works for base models); kChat wraps it in the model's chat template with system_prompt.
 enum class PromptFormat { kLmEval, kChat };
@@ -54,6 +69,7 @@ struct DatasetSpec {
   std::string message_field_content{};
   std::vector<std::string> roles_to_train{"assistant"};  // chat_template
   std::string train_on_eos = "turn";                     // chat_template: turn, all, last or none
+  int cop_base = -1;  // medmcqa: cop counts from 0 or 1; -1: detected from the file (eval/tasks.h)
   bool operator==(const DatasetSpec&) const = default;
 };
 

@@ -3,6 +3,7 @@
 # completion, input_output, chat_template with messages and with ShareGPT conversations) trains a
 # few steps on a tiny random Llama with the SmolLM2 tokenizer and chat template; a bad record stops
 # the run (exit 2) naming the file, line and field, and --skip-invalid leaves it out and counts it.
+# Then the lm-eval task layouts (medmcqa, pubmedqa, mmlu_anatomy fixtures) train as datasets.
 # Usage: train_axolotl_formats.sh MEDTUNE_BIN [PARITY_BIN] (from the repository root). Needs
 # medtune-tiny-llama (tests/support/make_tiny_llama.cpp), built next to medtune, and python3 (to
 # put the chat template into tokenizer_config.json).
@@ -102,4 +103,29 @@ grep -q '"train_on_eos": *"turn"' "$OUT/config_resolved.json" || fail "config_re
 "$MEDTUNE" train --config "$OUT/config_resolved.json" output_dir="$TMP/again" --skip-invalid --dry-run >"$TMP/dry" 2>"$TMP/err" \
   || fail "the resolved config does not load back: $(cat "$TMP/err")"
 grep -q "datasets: 6 training examples" "$TMP/dry" || fail "dry run from the resolved config: $(cat "$TMP/dry")"
+# The lm-eval task layouts as training data (type: <task name>): each record rendered with its
+# task's prompt, as `eval --task` scores it. medmcqa's cop base is detected (this file has a 0).
+T=$PWD/tests/fixtures/eval/tasks
+cat > "$TMP/tasks.yaml" <<EOF
+base_model: $MODEL
+adapter: lora
+datasets:
+  - path: $T/medmcqa.jsonl
+    type: medmcqa
+  - path: $T/pubmedqa.json
+    type: pubmedqa
+  - path: $T/mmlu_anatomy.csv
+    type: mmlu_anatomy
+lora_r: 4
+lora_alpha: 8
+sequence_len: 256
+micro_batch_size: 2
+max_steps: 2
+num_threads: 1
+EOF
+n_pubmedqa=$(python3 -c "import json, sys; print(len(json.load(open(sys.argv[1]))))" "$T/pubmedqa.json")
+want=$(( $(wc -l < "$T/medmcqa.jsonl") + n_pubmedqa + $(wc -l < "$T/mmlu_anatomy.csv") ))
+"$MEDTUNE" train --config "$TMP/tasks.yaml" output_dir="$TMP/tasks" >"$TMP/out" 2>"$TMP/err" || fail "task datasets: $(cat "$TMP/err")"
+grep -q "data: $want training examples" "$TMP/err" || fail "expected $want task examples: $(cat "$TMP/err")"
+grep -q "steps 2/2 (completed)" "$TMP/out" || fail "task datasets: no summary: $(cat "$TMP/out")"
 echo "ok"

@@ -225,7 +225,7 @@ TEST(TrainConfig, UnknownKeySuggestsTheClosest) {
       error_of("base_model: m.gguf\ndatasets:\n  - path: t.jsonl\n    typ: medqa\n"),
       cfg_path() +
           ":4: unknown key 'typ' in datasets[0] (valid: path, type, split and axolotl's field_*, "
-          "message_property_mappings, roles_to_train, train_on_eos); did you mean 'type'?");
+          "message_property_mappings, roles_to_train, train_on_eos; medmcqa's cop_base); did you mean 'type'?");
 }
 
 TEST(TrainConfig, WrongTypes) {
@@ -251,7 +251,9 @@ TEST(TrainConfig, WrongTypes) {
   // axolotl's deprecated sharegpt type (its chat_template reads ShareGPT files).
   EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - path: t.jsonl\n    type: sharegpt\n"),
             cfg_path() + ":4: 'datasets[0].type' must be one of medqa, chat, alpaca, completion, input_output, "
-                         "chat_template, got 'sharegpt'");
+                         "chat_template, medqa_4options, medmcqa, pubmedqa, mmlu_anatomy, mmlu_clinical_knowledge, "
+                           "mmlu_college_biology, mmlu_college_medicine, mmlu_medical_genetics, "
+                           "mmlu_professional_medicine, got 'sharegpt'");
   EXPECT_EQ(error_of("base_model: m.gguf\ndatasets: data/train.jsonl\n"),
             cfg_path() + ":2: 'datasets' must be a list of {path, type}, got 'data/train.jsonl'");
   EXPECT_EQ(error_of(kMinimal + "max_runtime: soon\n"),
@@ -305,7 +307,8 @@ TEST(TrainConfig, MissingRequired) {
   EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - type: medqa\n"),
             cfg_path() + ":3: datasets[0] has no 'path'");
   EXPECT_EQ(error_of("base_model: m.gguf\ndatasets:\n  - path: t.jsonl\n"),
-            cfg_path() + ":3: datasets[0] has no 'type' (medqa, chat, alpaca, completion, input_output or chat_template)");
+            cfg_path() + ":3: datasets[0] has no 'type' (medqa, chat, alpaca, completion, input_output, chat_template or "
+                           "one of the nine lm-eval task names, docs/configuration.md)");
 }
 
 TEST(TrainConfig, Contradictions) {
