@@ -44,4 +44,4 @@ echo
 echo -n "after: "
 ./build/medtune generate "$MODEL" --adapter "$OUT/lora/adapter" -p "$PROMPT" -n 4
 echo
-echo "Reports: $OUT/before/report.html, $OUT/after/report.html; training metrics: $OUT/lora/metrics.jsonl"
+echo "Reports: $OUT/before/report.html, $OUT/after/report.html; training: $OUT/lora/report.html (plots), $OUT/lora/metrics.jsonl"

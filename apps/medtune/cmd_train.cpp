@@ -110,7 +110,9 @@ void load_dataset(const train::DatasetSpec& spec, const train::TrainConfig& cfg,
     return;
   }
   if (spec.type == train::DatasetType::kMedqa) {
-    const eval::McqSet set = eval::read_mcq_jsonl(spec.path, false);
+    const eval::McqSet set = eval::read_mcq_jsonl(spec.path, cfg.skip_invalid);
+    if (set.skipped > 0 && ld.skipped == 0 && !set.skip_reasons.empty()) ld.first_skipped = set.skip_reasons.front();
+    ld.skipped += set.skipped;
     for (const auto& item : set.items) {
       train::Example ex;
       ex.source = spec.path + ":" + std::to_string(item.line);
@@ -121,7 +123,10 @@ void load_dataset(const train::DatasetSpec& spec, const train::TrainConfig& cfg,
     return;
   }
   if (!r.chat) throw BadInput(spec.path + ": a chat dataset needs the model's chat template, and it has none");
-  const auto records = train::read_chat_jsonl(spec.path);
+  std::vector<std::string> skipped;
+  const auto records = train::read_chat_jsonl(spec.path, cfg.skip_invalid ? &skipped : nullptr);
+  if (!skipped.empty() && ld.skipped == 0) ld.first_skipped = skipped.front();
+  ld.skipped += static_cast<int64_t>(skipped.size());
   auto apply = [&](const std::vector<tokenizer::ChatMessage>& m, bool gen) {
     return r.chat->apply(m, gen, r.bos, r.eos);
   };

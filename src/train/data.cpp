@@ -98,9 +98,9 @@ void for_each_jsonl_line(const std::string& path, const std::string& what,
   }
 }
 
-std::vector<ChatRecord> read_chat_jsonl(const std::string& path) {
+std::vector<ChatRecord> read_chat_jsonl(const std::string& path, std::vector<std::string>* skipped) {
   std::vector<ChatRecord> out;
-  for_each_jsonl_line(path, "chat dataset", [&](const std::string& line, const std::string& where) {
+  const auto read_record = [&](const std::string& line, const std::string& where) {
     const nlohmann::json j = parse_jsonl_record(line, where);
     if (!j.is_object() || !j.contains("messages") || !j["messages"].is_array())
       throw BadInput(where + ": field 'messages' (a list of {role, content}) is missing");
@@ -115,6 +115,14 @@ std::vector<ChatRecord> read_chat_jsonl(const std::string& path) {
     if (rec.messages.size() < 2 || rec.messages.back().role != "assistant")
       throw BadInput(where + ": field 'messages' must end with an 'assistant' message after at least one other");
     out.push_back(std::move(rec));
+  };
+  for_each_jsonl_line(path, "chat dataset", [&](const std::string& line, const std::string& where) {
+    if (!skipped) return read_record(line, where);
+    try {
+      read_record(line, where);
+    } catch (const BadInput& e) {
+      skipped->push_back(e.what());
+    }
   });
   if (out.empty()) throw BadInput(path + ": no conversations in the chat dataset");
   return out;

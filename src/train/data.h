@@ -67,8 +67,10 @@ struct ChatRecord {
   std::string source;  // "<file>:<line>"
 };
 // Reads a JSONL file of conversations. Each must end with an assistant message (the target) and
-// have at least one message before it; BadInput naming file, line and field otherwise.
-std::vector<ChatRecord> read_chat_jsonl(const std::string& path);
+// have at least one message before it; BadInput naming file, line and field otherwise. With
+// `skipped` given (skip_invalid), a bad record's message is appended there instead and the record
+// left out; a file with no valid conversation is still an error.
+std::vector<ChatRecord> read_chat_jsonl(const std::string& path, std::vector<std::string>* skipped = nullptr);
 
 // apply(messages, add_generation_prompt) -> text, as ChatTemplate::apply with the model's
 // bos/eos bound; encode(text) -> ids without post-processor tokens (the template writes BOS).

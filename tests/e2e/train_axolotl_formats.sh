@@ -3,7 +3,8 @@
 # completion, input_output, chat_template with messages and with ShareGPT conversations) trains a
 # few steps on a tiny random Llama with the SmolLM2 tokenizer and chat template; a bad record stops
 # the run (exit 2) naming the file, line and field, and --skip-invalid leaves it out and counts it.
-# Then the lm-eval task layouts (medmcqa, pubmedqa, mmlu_anatomy fixtures) train as datasets.
+# Then the lm-eval task layouts (medmcqa, pubmedqa, mmlu_anatomy fixtures) train as datasets, and a
+# bad MedQA record is refused, or skipped and counted with --skip-invalid.
 # Usage: train_axolotl_formats.sh MEDTUNE_BIN [PARITY_BIN] (from the repository root). Needs
 # medtune-tiny-llama (tests/support/make_tiny_llama.cpp), built next to medtune, and python3 (to
 # put the chat template into tokenizer_config.json).
@@ -128,4 +129,25 @@ want=$(( $(wc -l < "$T/medmcqa.jsonl") + n_pubmedqa + $(wc -l < "$T/mmlu_anatomy
 "$MEDTUNE" train --config "$TMP/tasks.yaml" output_dir="$TMP/tasks" >"$TMP/out" 2>"$TMP/err" || fail "task datasets: $(cat "$TMP/err")"
 grep -q "data: $want training examples" "$TMP/err" || fail "expected $want task examples: $(cat "$TMP/err")"
 grep -q "steps 2/2 (completed)" "$TMP/out" || fail "task datasets: no summary: $(cat "$TMP/out")"
+# skip_invalid covers medtune's own types too: a MedQA record with an answer outside its options.
+cat > "$TMP/medqa.jsonl" <<'EOF'
+{"question": "Drug of choice for anaphylaxis?", "options": {"A": "Epinephrine", "B": "Atropine", "C": "Insulin", "D": "Heparin"}, "answer_idx": "A"}
+{"question": "Broken record?", "options": {"A": "a", "B": "b", "C": "c", "D": "d"}, "answer_idx": "F"}
+EOF
+cat > "$TMP/medqa.yaml" <<EOF
+base_model: $MODEL
+datasets:
+  - path: $TMP/medqa.jsonl
+    type: medqa
+max_steps: 1
+num_threads: 1
+EOF
+set +e
+"$MEDTUNE" train --config "$TMP/medqa.yaml" output_dir="$TMP/medqa_bad" >"$TMP/out" 2>"$TMP/err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "medqa.jsonl:2: field 'answer_idx'" "$TMP/err" || fail "medqa bad record: exit $rc: $(cat "$TMP/err")"
+"$MEDTUNE" train --config "$TMP/medqa.yaml" output_dir="$TMP/medqa" --skip-invalid >"$TMP/out" 2>"$TMP/err" \
+  || fail "medqa --skip-invalid: $(cat "$TMP/err")"
+grep -q "data: skipped 1 invalid record(s) (skip_invalid); the first: .*medqa.jsonl:2" "$TMP/err" \
+  || fail "medqa skipped record not reported: $(cat "$TMP/err")"
 echo "ok"

@@ -171,6 +171,28 @@ TEST(TrainData, ChatJsonlErrorsNameTheLine) {
   std::filesystem::remove(path);
 }
 
+// skip_invalid: the bad records (a conversation without an answer, a line that is not JSON) are
+// left out and their messages kept, in file order; the good ones are read as without it.
+TEST(TrainData, ChatJsonlSkipsAndCountsBadRecords) {
+  const auto path = (std::filesystem::temp_directory_path() / "medtune_chat_skip.jsonl").string();
+  {
+    std::ofstream out(path);
+    out << R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})" << "\n"
+        << R"({"messages":[{"role":"user","content":"a"}]})" << "\n"
+        << "{not json\n"
+        << R"({"messages":[{"role":"user","content":"c"},{"role":"assistant","content":"d"}]})" << "\n";
+  }
+  std::vector<std::string> skipped;
+  const auto records = read_chat_jsonl(path, &skipped);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[1].messages[1].content, "d");
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[0].find("medtune_chat_skip.jsonl:2"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find("medtune_chat_skip.jsonl:3"), std::string::npos) << skipped[1];
+  EXPECT_THROW(read_chat_jsonl(path), BadInput);
+  std::filesystem::remove(path);
+}
+
 // A number beyond a double is an out_of_range in nlohmann, not a parse_error: it must still be a
 // BadInput naming the line and the field. Found by fuzz/fuzz_chat_jsonl.
 TEST(TrainData, ChatJsonlNumberBeyondADoubleIsBadInput) {
