@@ -41,16 +41,6 @@ bool is_blank(const std::string& s) {
                      [](char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; });
 }
 
-const char* type_name(const json& v) {
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_array()) return "a list";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
 // Record-level failure; the caller prefixes "file:line: ".
 struct RecordError {
   std::string message;
@@ -71,7 +61,7 @@ std::string string_field(const json& record, const std::string& name, bool requi
     return {};
   }
   if (!v->is_string())
-    throw RecordError{"field '" + name + "' must be a string, got " + type_name(*v)};
+    throw RecordError{"field '" + name + "' must be a string, got " + json_type_name(*v)};
   return v->get<std::string>();
 }
 
@@ -99,7 +89,7 @@ std::vector<std::string> read_options(const json& record) {
                           option_letter(static_cast<int>(options.size())) +
                           " (letters must run A, B, C, ... without gaps)"};
       if (!text.is_string())
-        throw RecordError{"field 'options." + key + "' must be a string, got " + type_name(text)};
+        throw RecordError{"field 'options." + key + "' must be a string, got " + json_type_name(text)};
       options.push_back(text.get<std::string>());
     }
   } else if (v->is_array()) {
@@ -108,13 +98,13 @@ std::vector<std::string> read_options(const json& record) {
       if (i >= 26) throw RecordError{"field 'options' has more than 26 entries"};
       if (!text.is_string())
         throw RecordError{"field 'options[" + std::to_string(i) + "]' must be a string, got " +
-                          type_name(text)};
+                          json_type_name(text)};
       options.push_back(text.get<std::string>());
     }
   } else {
     throw RecordError{
         std::string("field 'options' must be an object {\"A\": ...} or a list, got ") +
-        type_name(*v)};
+        json_type_name(*v)};
   }
   return options;
 }
@@ -130,7 +120,7 @@ std::vector<std::string> read_endings(const json& record) {
         digits.size() > 2)
       continue;
     if (!value.is_string())
-      throw RecordError{"field '" + key + "' must be a string, got " + type_name(value)};
+      throw RecordError{"field '" + key + "' must be a string, got " + json_type_name(value)};
     endings[std::stoi(digits)] = value.get<std::string>();
   }
   std::vector<std::string> options;
@@ -148,7 +138,7 @@ int label_field(const json& record, int num_options) {
   const json* v = find_field(record, "label");
   if (!v) return -1;
   if (!v->is_number_integer())
-    throw RecordError{std::string("field 'label' must be a 0-based integer, got ") + type_name(*v)};
+    throw RecordError{std::string("field 'label' must be a 0-based integer, got ") + json_type_name(*v)};
   const int64_t label = v->get<int64_t>();
   if (label < 0 || label >= num_options)
     throw RecordError{"field 'label' is " + std::to_string(label) + ", not in 0-" +
@@ -165,7 +155,7 @@ int read_gold(const json& record, const std::vector<std::string>& options) {
     const json& v = record["answer_idx"];
     if (!v.is_string())
       throw RecordError{std::string("field 'answer_idx' must be a letter like \"C\", got ") +
-                        type_name(v)};
+                        json_type_name(v)};
     const std::string letter = v.get<std::string>();
     gold = letter_index(letter, n);
     if (gold < 0)
@@ -207,7 +197,7 @@ int read_gold(const json& record, const std::vector<std::string>& options) {
 
 McqItem parse_record(const json& record) {
   if (!record.is_object())
-    throw RecordError{std::string("record must be a JSON object, got ") + type_name(record)};
+    throw RecordError{std::string("record must be a JSON object, got ") + json_type_name(record)};
   McqItem item;
   if (record.contains("question") || record.contains("options")) {
     item.question = string_field(record, "question", true);
@@ -291,6 +281,17 @@ json parse_line(const std::string& text) {
 }
 
 }  // namespace
+
+const char* json_type_name(const nlohmann::json& v) {
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_array()) return "a list";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
 
 McqSet read_mcq_jsonl(const std::string& path, bool skip_invalid) {
   require_input_file(path, "questions");

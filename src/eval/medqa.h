@@ -18,10 +18,14 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 namespace medtune::eval {
+
+// "an integer", "a string", "a list", ... for a field's JSON value in a record's error message.
+const char* json_type_name(const nlohmann::json& v);
 
 struct McqItem {
   std::string id;  // "<file name>:<line>": stable across machines, so runs can be compared by id

@@ -42,16 +42,6 @@ struct RecordError {
   std::string message;
 };
 
-const char* type_name(const json& v) {
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_array()) return "a list";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
 std::string shorten(const std::string& s) { return s.size() <= 60 ? s : s.substr(0, 60) + "..."; }
 
 bool is_blank(const std::string& s) {
@@ -69,7 +59,7 @@ const json& field(const json& record, const std::string& name) {
 // without one measures anything.
 std::string text_field(const json& record, const std::string& name, bool non_empty) {
   const json& v = field(record, name);
-  if (!v.is_string()) throw RecordError{"field '" + name + "' must be a string, got " + type_name(v)};
+  if (!v.is_string()) throw RecordError{"field '" + name + "' must be a string, got " + json_type_name(v)};
   std::string s = v.get<std::string>();
   if (non_empty && is_blank(s)) throw RecordError{"field '" + name + "' is empty"};
   return s;
@@ -77,14 +67,14 @@ std::string text_field(const json& record, const std::string& name, bool non_emp
 
 std::vector<std::string> text_list(const json& record, const std::string& name, size_t count) {
   const json& v = field(record, name);
-  if (!v.is_array()) throw RecordError{"field '" + name + "' must be a list, got " + type_name(v)};
+  if (!v.is_array()) throw RecordError{"field '" + name + "' must be a list, got " + json_type_name(v)};
   if (count > 0 && v.size() != count)
     throw RecordError{"field '" + name + "' has " + std::to_string(v.size()) + " entries, expected " +
                       std::to_string(count)};
   std::vector<std::string> out;
   for (size_t i = 0; i < v.size(); ++i) {
     if (!v[i].is_string())
-      throw RecordError{"field '" + name + "[" + std::to_string(i) + "]' must be a string, got " + type_name(v[i])};
+      throw RecordError{"field '" + name + "[" + std::to_string(i) + "]' must be a string, got " + json_type_name(v[i])};
     out.push_back(v[i].get<std::string>());
   }
   return out;
@@ -94,7 +84,7 @@ int int_in(const json& record, const std::string& name, int lo, int hi) {
   const json& v = field(record, name);
   if (!v.is_number_integer())
     throw RecordError{"field '" + name + "' must be an integer " + std::to_string(lo) + "-" + std::to_string(hi) +
-                      ", got " + type_name(v)};
+                      ", got " + json_type_name(v)};
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi)
     throw RecordError{"field '" + name + "' is " + std::to_string(x) + ", not in " + std::to_string(lo) + "-" +
@@ -136,7 +126,7 @@ McqItem medqa_item(const json& r) {
     for (const std::string letter : {"A", "B", "C", "D"}) {
       if (!options.contains(letter)) throw RecordError{"field 'options' has no '" + letter + "'"};
       if (!options[letter].is_string())
-        throw RecordError{"field 'options." + letter + "' must be a string, got " + type_name(options[letter])};
+        throw RecordError{"field 'options." + letter + "' must be a string, got " + json_type_name(options[letter])};
       item.options.push_back(options[letter].get<std::string>());
     }
   } else {
@@ -174,7 +164,7 @@ McqItem pubmedqa_item(const json& r) {
     item.question = text_field(r, "question", true);
     const json& context = field(r, "context");
     if (!context.is_object())
-      throw RecordError{std::string("field 'context' must be an object with 'contexts', got ") + type_name(context)};
+      throw RecordError{std::string("field 'context' must be an object with 'contexts', got ") + json_type_name(context)};
     try {
       contexts = text_list(context, "contexts", 0);
     } catch (const RecordError& e) {
@@ -248,7 +238,7 @@ McqSet read_task_questions(const TaskSpec& task, const std::string& path, const 
   for (const auto& rec : records) {
     try {
       if (!rec.value.is_object())
-        throw RecordError{std::string("record must be a JSON object, got ") + type_name(rec.value)};
+        throw RecordError{std::string("record must be a JSON object, got ") + json_type_name(rec.value)};
       McqItem item;
       switch (task.kind) {
         case TaskKind::medqa: item = medqa_item(rec.value); break;
