@@ -12,8 +12,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kBlue = "#2563a8";
-constexpr const char* kOrange = "#c2410c";
 
 constexpr const char* kCss = R"~(
 *{box-sizing:border-box}
@@ -97,7 +95,7 @@ std::string render_training_comparison(const std::string& comparison_text, const
   };
   h += "<div class=\"grid\">\n";
   for (const auto& [title, member] : charts)
-    h += "<div class=\"card\">" + line_chart_svg(title, {{"A", kBlue, &(ca.*member)}, {"B", kOrange, &(cb.*member)}}) +
+    h += "<div class=\"card\">" + line_chart_svg(title, {{"A", kCurveBlue, &(ca.*member)}, {"B", kCurveOrange, &(cb.*member)}}) +
          "</div>\n";
   return h + "</div>\n</main></body></html>\n";
 }

@@ -13,6 +13,11 @@
 
 namespace medtune::eval {
 
+// The two curve colours of the training pages (report.html, comparison.html); the Chromium test
+// counts pixels of these colours.
+inline constexpr const char* kCurveBlue = "#2563a8";
+inline constexpr const char* kCurveOrange = "#c2410c";
+
 using CurvePoints = std::vector<std::pair<int64_t, double>>;  // (step, value), steps increasing
 
 struct TrainingCurves {

@@ -6,8 +6,6 @@ namespace medtune::eval {
 
 namespace {
 
-constexpr const char* kBlue = "#2563a8";
-constexpr const char* kOrange = "#c2410c";
 
 constexpr const char* kCss = R"~(
 *{box-sizing:border-box}
@@ -50,14 +48,14 @@ std::string render_training_report(const TrainingRunInfo& info, const TrainingCu
     h += "<tr><td>last logged step</td><td>" + std::to_string(c.loss.back().first) + "</td></tr>\n";
   h += "</table></div>\n<div class=\"grid\">\n";
   std::vector<std::pair<std::string, std::vector<ChartLine>>> charts = {
-      {"Loss", {{"train", kBlue, &c.loss}, {"eval", kOrange, &c.eval_loss, true}}},
-      {"Learning rate", {{"lr", kBlue, &c.learning_rate}}},
-      {"Gradient norm (before clipping)", {{"grad norm", kBlue, &c.grad_norm}}},
-      {"Tokens per second", {{"tokens/s", kBlue, &c.tokens_per_s}}},
-      {"Resident memory (MiB)", {{"RSS", kBlue, &c.rss_mib}}},
+      {"Loss", {{"train", kCurveBlue, &c.loss}, {"eval", kCurveOrange, &c.eval_loss, true}}},
+      {"Learning rate", {{"lr", kCurveBlue, &c.learning_rate}}},
+      {"Gradient norm (before clipping)", {{"grad norm", kCurveBlue, &c.grad_norm}}},
+      {"Tokens per second", {{"tokens/s", kCurveBlue, &c.tokens_per_s}}},
+      {"Resident memory (MiB)", {{"RSS", kCurveBlue, &c.rss_mib}}},
   };
   if (!c.eval_accuracy.empty())  // runs that score validation questions
-    charts.insert(charts.begin() + 1, {"Evaluation accuracy", {{"eval", kOrange, &c.eval_accuracy}}});
+    charts.insert(charts.begin() + 1, {"Evaluation accuracy", {{"eval", kCurveOrange, &c.eval_accuracy}}});
   for (const auto& [title, lines] : charts) h += "<div class=\"card\">" + line_chart_svg(title, lines) + "</div>\n";
   return h + "</div>\n</main></body></html>\n";
 }
