@@ -8,12 +8,13 @@
 
 #include "eval/tasks.h"
 #include "train/train_config.h"
+#include "support/scratch_dir.h"
 
 using namespace medtune;
 namespace fs = std::filesystem;
 
 TEST(TaskDatasetTypes, EveryEvalTaskIsADatasetTypeOfTheSameName) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "medtune_task_types";
+  const fs::path dir = medtune::testing::scratch_dir("task_types");
   fs::create_directories(dir);
   const fs::path yaml = dir / "run.yaml";
   std::string text = "base_model: m.gguf\ndatasets:\n";
@@ -30,7 +31,7 @@ TEST(TaskDatasetTypes, EveryEvalTaskIsADatasetTypeOfTheSameName) {
 }
 
 TEST(TaskDatasetTypes, CopBaseBelongsToMedmcqa) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "medtune_task_types";
+  const fs::path dir = medtune::testing::scratch_dir("task_types");
   fs::create_directories(dir);
   const fs::path yaml = dir / "cop.yaml";
   std::ofstream(yaml) << "base_model: m.gguf\ndatasets:\n  - path: d.jsonl\n    type: medmcqa\n    cop_base: 1\n";

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "support/scratch_dir.h"
 
 namespace medtune {
 namespace {
@@ -34,7 +35,7 @@ TEST(Sha256, FileEqualsMemoryAcrossChunks) {
   const std::string million(1000000, 'a');
   EXPECT_EQ(sha256_hex(million), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   const std::string text = million + std::string(100000, 'b');
-  const auto path = (std::filesystem::temp_directory_path() / "medtune_sha256_test.bin").string();
+  const auto path = (medtune::testing::scratch_dir("sha256") / "test.bin").string();
   {
     std::ofstream out(path, std::ios::binary);
     out << text;

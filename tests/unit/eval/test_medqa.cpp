@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "eval/medqa.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::eval {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "medtune_eval_medqa";
+  const fs::path dir = medtune::testing::scratch_dir("eval_medqa");
   fs::create_directories(dir);
   const fs::path path = dir / name;
   std::ofstream(path, std::ios::binary) << text;

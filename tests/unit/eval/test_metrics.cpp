@@ -12,6 +12,7 @@
 #include "eval/compare.h"
 #include "eval/metrics.h"
 #include "eval/report_json.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::eval {
 namespace {
@@ -123,7 +124,7 @@ TEST(PredictionsFile, RoundTripsIncludingMinusInfinity) {
   QuestionResult r = result("dev.jsonl:7", 2, 1, {-0.5, -1.25, -inf, -3.0});
   r.meta_info = "step1";
   r.pred_norm = 2;
-  const std::string dir = (fs::path(::testing::TempDir()) / "medtune_eval_roundtrip").string();
+  const std::string dir = medtune::testing::scratch_dir("eval_roundtrip").string();
   fs::create_directories(dir);
   write_predictions_jsonl(dir + "/" + kPredictionsName, {r, result("dev.jsonl:8", 0, -1)});
   const auto back = read_predictions_jsonl(dir);  // a directory means <dir>/predictions.jsonl
@@ -144,7 +145,7 @@ TEST(PredictionsFile, RoundTripsIncludingMinusInfinity) {
 }
 
 TEST(PredictionsFile, RejectsDuplicateIdsAndBadLetters) {
-  const std::string dir = (fs::path(::testing::TempDir()) / "medtune_eval_badpred").string();
+  const std::string dir = medtune::testing::scratch_dir("eval_badpred").string();
   fs::create_directories(dir);
   std::ofstream(dir + "/dup.jsonl") << R"({"id": "x", "gold": "A", "pred": "B"})"
                                        "\n"
@@ -181,7 +182,7 @@ TEST(CompareRuns, PairedCountsAndExactMcNemarMatchStatsmodels) {
 }
 
 TEST(CompareRuns, DifferentQuestionSetsListMissingIds) {
-  const std::string dir = (fs::path(::testing::TempDir()) / "medtune_eval_compare").string();
+  const std::string dir = medtune::testing::scratch_dir("eval_compare").string();
   fs::create_directories(dir);
   write_predictions_jsonl(dir + "/a.jsonl",
                           {result("q:1", 0, 0), result("q:2", 1, 0), result("q:3", 1, 1)});

@@ -10,6 +10,7 @@
 #include "eval/prompt.h"
 #include "eval/python_random.h"
 #include "tokenizer/tokenizer.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::eval {
 namespace {
@@ -94,7 +95,7 @@ void write_jsonl(const fs::path& path, int n, int offset) {
 
 // The renderer puts each question's own draw, in draw order, before it (lm-eval's delimiters).
 TEST(Fewshot, EachQuestionGetsItsOwnExamples) {
-  const fs::path dir = fs::temp_directory_path() / "medtune_fewshot_test";
+  const fs::path dir = medtune::testing::scratch_dir("fewshot");
   fs::create_directories(dir);
   write_jsonl(dir / "pool.jsonl", 50, 0);
   write_jsonl(dir / "dev.jsonl", 30, 1000);

@@ -10,6 +10,7 @@
 #include "eval/metrics.h"
 #include "eval/report_html.h"
 #include "eval/report_json.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::eval {
 namespace {
@@ -104,7 +105,7 @@ TEST(HtmlReportScreenshotSlow, ChromiumRendersTheReport) {
   if (std::system("command -v chromium >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "chromium not installed";
   fs::remove(png_path);
-  const fs::path profile = fs::path(::testing::TempDir()) / "medtune_eval_chromium";
+  const fs::path profile = medtune::testing::scratch_dir("eval_chromium");
   // A private profile directory: chromium refuses to share one between concurrent runs.
   const std::string cmd =
       "timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "

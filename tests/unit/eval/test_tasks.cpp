@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "eval/suite.h"
 #include "eval/tasks.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::eval {
 namespace {
@@ -23,7 +24,7 @@ using nlohmann::json;
 const fs::path kFixtures = fs::path(MEDTUNE_SOURCE_DIR) / "tests/fixtures/eval/tasks";
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "medtune_eval_tasks";
+  const fs::path dir = medtune::testing::scratch_dir("eval_tasks");
   fs::create_directories(dir);
   const fs::path path = dir / name;
   std::ofstream(path, std::ios::binary) << text;
@@ -179,7 +180,7 @@ TEST(Suite, FindsOneFilePerTaskAndListsTheMissing) {
   ASSERT_EQ(files.size(), 9u);
   EXPECT_EQ(fs::path(files[2]).filename(), "pubmedqa.json");
   EXPECT_EQ(fs::path(files[3]).filename(), "mmlu_anatomy.csv");
-  const fs::path dir = fs::path(::testing::TempDir()) / "medtune_suite_partial";
+  const fs::path dir = medtune::testing::scratch_dir("suite_partial");
   fs::create_directories(dir);
   std::ofstream(dir / "medmcqa.jsonl") << "{}\n";
   try {

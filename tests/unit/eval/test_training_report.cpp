@@ -14,6 +14,7 @@
 #include "eval/training_comparison.h"
 #include "eval/training_curves.h"
 #include "eval/training_report.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::eval {
 namespace {
@@ -275,7 +276,7 @@ TEST(TrainingReportScreenshotSlow, ChromiumDrawsTheCurves) {
       hostile_info(), read_training_curves(write_metrics("run.jsonl", synthetic_run(true))));
   if (std::system("command -v chromium >/dev/null 2>&1") != 0) GTEST_SKIP() << "chromium not installed";
   fs::remove(png_path);
-  const fs::path profile = fs::path(::testing::TempDir()) / "medtune_training_report_chromium";
+  const fs::path profile = medtune::testing::scratch_dir("training_report_chromium");
   // A private profile directory: chromium refuses to share one between concurrent runs.
   const std::string cmd = "timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir=" +
                           profile.string() + " --screenshot=" + png_path + " --window-size=1200,1400 file://" +

@@ -16,6 +16,7 @@
 #include "core/quant.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::io {
 namespace {
@@ -363,7 +364,7 @@ TEST(GgufCheckpoint, MissingTensorNamedByItsGgufName) {
   const size_t at = bytes.find("blk.1.attn_k.weight");
   ASSERT_NE(at, std::string::npos);
   bytes[at + 11] = 'x';
-  const std::string path = testing::TempDir() + "medtune_missing_tensor.gguf";
+  const std::string path = (medtune::testing::scratch_dir("gguf") / "missing_tensor.gguf").string();
   std::ofstream(path, std::ios::binary) << bytes;
   expect_bad_input(path, [&] { open_checkpoint(path); },
                    {"missing tensor 'blk.1.attn_k.weight' (model.layers.1.self_attn.k_proj.weight)"});

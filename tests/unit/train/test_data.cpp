@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "train/batcher.h"
 #include "train/data.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::train {
 namespace {
@@ -156,7 +157,7 @@ TEST(TrainData, ChatExampleTargetsTheLastAssistantTurn) {
 }
 
 TEST(TrainData, ChatJsonlErrorsNameTheLine) {
-  const auto path = (std::filesystem::temp_directory_path() / "medtune_chat_bad.jsonl").string();
+  const auto path = (medtune::testing::scratch_dir("chat") / "bad.jsonl").string();
   {
     std::ofstream out(path);
     out << R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})" << "\n"
@@ -166,7 +167,7 @@ TEST(TrainData, ChatJsonlErrorsNameTheLine) {
     read_chat_jsonl(path);
     FAIL() << "expected BadInput";
   } catch (const BadInput& e) {
-    EXPECT_NE(std::string(e.what()).find("medtune_chat_bad.jsonl:2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
   }
   std::filesystem::remove(path);
 }
@@ -174,7 +175,7 @@ TEST(TrainData, ChatJsonlErrorsNameTheLine) {
 // skip_invalid: the bad records (a conversation without an answer, a line that is not JSON) are
 // left out and their messages kept, in file order; the good ones are read as without it.
 TEST(TrainData, ChatJsonlSkipsAndCountsBadRecords) {
-  const auto path = (std::filesystem::temp_directory_path() / "medtune_chat_skip.jsonl").string();
+  const auto path = (medtune::testing::scratch_dir("chat") / "skip.jsonl").string();
   {
     std::ofstream out(path);
     out << R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})" << "\n"
@@ -187,8 +188,8 @@ TEST(TrainData, ChatJsonlSkipsAndCountsBadRecords) {
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[1].messages[1].content, "d");
   ASSERT_EQ(skipped.size(), 2u);
-  EXPECT_NE(skipped[0].find("medtune_chat_skip.jsonl:2"), std::string::npos) << skipped[0];
-  EXPECT_NE(skipped[1].find("medtune_chat_skip.jsonl:3"), std::string::npos) << skipped[1];
+  EXPECT_NE(skipped[0].find("skip.jsonl:2"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find("skip.jsonl:3"), std::string::npos) << skipped[1];
   EXPECT_THROW(read_chat_jsonl(path), BadInput);
   std::filesystem::remove(path);
 }
@@ -196,7 +197,7 @@ TEST(TrainData, ChatJsonlSkipsAndCountsBadRecords) {
 // A number beyond a double is an out_of_range in nlohmann, not a parse_error: it must still be a
 // BadInput naming the line and the field. Found by fuzz/fuzz_chat_jsonl.
 TEST(TrainData, ChatJsonlNumberBeyondADoubleIsBadInput) {
-  const auto path = (std::filesystem::temp_directory_path() / "medtune_chat_huge.jsonl").string();
+  const auto path = (medtune::testing::scratch_dir("chat") / "huge.jsonl").string();
   {
     std::ofstream out(path);
     out << R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})"
@@ -209,7 +210,7 @@ TEST(TrainData, ChatJsonlNumberBeyondADoubleIsBadInput) {
     FAIL() << "expected BadInput";
   } catch (const BadInput& e) {
     EXPECT_NE(
-        std::string(e.what()).find("medtune_chat_huge.jsonl:2: field 'content' is out of range"),
+        std::string(e.what()).find("huge.jsonl:2: field 'content' is out of range"),
         std::string::npos)
         << e.what();
   }
