@@ -1,4 +1,5 @@
 // Provenance of an evaluation report: file digests, the command line, and how the HTML shows them.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,7 +21,7 @@ using nlohmann::json;
 constexpr const char* kAbcSha256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("medtune_prov_" + name);
+  const fs::path d = fs::temp_directory_path() / ("medtune_prov_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

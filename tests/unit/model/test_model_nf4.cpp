@@ -5,6 +5,7 @@
 //   - quantizing the F32 base at load gives the very bytes read back from bitsandbytes' file;
 //   - medtune's logits over the bnb checkpoint match transformers+bitsandbytes';
 //   - unsupported quantizations and bases are refused with a message naming what was found.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,7 +70,7 @@ TEST(ModelNf4, LogitsMatchTransformersWithBitsandbytes) {
 
 // A copy of the bnb checkpoint with config.json edited, for the refusals.
 std::string edited_copy(const std::string& name, const std::string& from, const std::string& to) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("nf4_" + name);
+  const fs::path dir = fs::path(::testing::TempDir()) / ("nf4_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::copy_file(kRoot + "/bnb/model.safetensors", dir / "model.safetensors");

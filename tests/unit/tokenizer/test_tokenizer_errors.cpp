@@ -1,4 +1,5 @@
 // Bad tokenizer files fail with BadInput naming the file and the field, never a crash.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,7 +13,7 @@ namespace medtune::tokenizer {
 namespace {
 
 std::string write_temp(const std::string& name, const std::string& content) {
-  const auto dir = std::filesystem::temp_directory_path() / ("medtune_tok_" + name);
+  const auto dir = std::filesystem::temp_directory_path() / ("medtune_tok_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = (dir / "tokenizer.json").string();
   std::ofstream(path) << content;

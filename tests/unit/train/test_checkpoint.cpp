@@ -2,6 +2,7 @@
 // truncation and corruption naming the file, the newest valid checkpoint is chosen, interrupted or
 // failed saves leave nothing under a final name, the identity comparison explains what changed,
 // and durations parse as --max-runtime takes them.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("medtune_test_ckpt_" + name);
+  const auto dir = fs::temp_directory_path() / ("medtune_test_ckpt_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

@@ -2,6 +2,7 @@
 // times, across epoch boundaries, with gradient accumulation and dropout) ends with the same
 // adapter bytes, losses and metrics as the uninterrupted run; a checkpoint of another config is
 // refused naming what changed, unless forced; "auto" without a checkpoint starts fresh.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -60,7 +61,7 @@ TrainConfig config(const std::string& out) {
 }
 
 std::string fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / ("medtune_test_resume_" + name);
+  const auto dir = fs::temp_directory_path() / ("medtune_test_resume_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir.string();
 }

@@ -1,5 +1,6 @@
 // The training loop on the tiny llama_gqa fixture (vocab 100) with synthetic token ids: loss
 // normalisation under gradient accumulation, gradient checkpointing, a decreasing loss, clean stops.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -149,7 +150,7 @@ TrainConfig tiny_config(const std::string& out) {
 }
 
 std::string temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("medtune_test_" + name);
+  const auto dir = std::filesystem::temp_directory_path() / ("medtune_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   return dir.string();
 }
