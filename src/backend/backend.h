@@ -25,6 +25,7 @@
 #include <string>
 
 #include "backend/device.h"
+#include "ops/dropout.h"
 #include "ops/linear.h"
 #include "ops/ops.h"
 
@@ -81,6 +82,9 @@ class Backend {
                             int64_t HD) = 0;
   virtual void swiglu_forward(float* h, const float* gate, const float* up, int64_t n) = 0;
   virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
+  // ops::lora_dropout: xd (N, in) = x (N, in) under the mask of d, kept elements scaled by
+  // 1/(1-p); xd may be x. d.rows: host (N), or null. Every backend draws the same mask bits.
+  virtual void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const ops::DropoutSite& d) = 0;
   // ops::attention_forward; key_valid (B, Smax) and seg_start (B, T): device, or null.
   // lse (B, T, NH): each query row's logsumexp, kept for attention_backward, or null. Backends
   // whose backward recomputes the softmax (the CPU) leave it unwritten.

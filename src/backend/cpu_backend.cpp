@@ -87,6 +87,9 @@ class CpuBackend final : public Backend {
     ops::swiglu_forward(h, gate, up, n);
   }
   void add_inplace(float* y, const float* x, int64_t n) override { ops::add_inplace(y, x, n); }
+  void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const ops::DropoutSite& d) override {
+    ops::lora_dropout(xd, x, N, in, d);
+  }
   void attention_forward(float* out, float* /*lse: the CPU backward recomputes it*/, const float* q,
                          const float* k, const float* v, const uint8_t* key_valid,
                          const int64_t* seg_start, const ops::AttentionShape& s) override {

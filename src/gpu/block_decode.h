@@ -24,18 +24,7 @@
 
 #include <cstdint>
 
-// MEDTUNE_NO_EXEC_CHECK (before a template): the templates call the device-only conversions a
-// kernel gives them; nvcc would otherwise warn about their host instantiation, which is never used.
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define MEDTUNE_HOST_DEVICE __host__ __device__
-#else
-#define MEDTUNE_HOST_DEVICE
-#endif
-#if defined(__CUDACC__) && !defined(__HIPCC__)
-#define MEDTUNE_NO_EXEC_CHECK _Pragma("nv_exec_check_disable")
-#else
-#define MEDTUNE_NO_EXEC_CHECK
-#endif
+#include "core/host_device.h"
 
 namespace medtune::block_decode {
 

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "gpu/launch.h"
 #include "gpu/ops.h"
+#include "ops/dropout.h"
 
 namespace medtune::gpu {
 
@@ -46,6 +47,21 @@ __global__ void scatter_rows_kernel(float* dst, const float* src, const int64_t*
     dst[rows[i / C] * C + i % C] = src[i];
 }
 
+// xd (N, in) = x under the dropout mask: element (n, j) draws counter (row0 + row(n))·in + j
+// (ops::dropout::dropped, the CPU's own function). xd may be x: each thread reads and writes only
+// its own element.
+__global__ void lora_dropout_kernel(float* xd, const float* x, int64_t N, int64_t in, uint64_t base,
+                                    uint64_t threshold, float keep_scale, const int64_t* rows,
+                                    int64_t row0) {
+  const int64_t total = N * in;
+  for (int64_t i = thread_index(); i < total; i += grid_threads()) {
+    const int64_t n = i / in, j = i % in;
+    const int64_t row = row0 + (rows != nullptr ? rows[n] : n);
+    const uint64_t c = static_cast<uint64_t>(row * in) + static_cast<uint64_t>(j);
+    xd[i] = ops::dropout::dropped(base, c, threshold) ? 0.0f : x[i] * keep_scale;
+  }
+}
+
 // One head (HD contiguous floats) per block iteration, heads strided over the grid: the head is
 // read into shared memory, then written back permuted (HF element j*half + i <- GGUF 2*i + j).
 // The loop bounds are the same for every thread of the block, so the barriers are uniform.
@@ -77,6 +93,14 @@ __global__ void gguf_qk_permutation_kernel(float* x, int64_t heads, int64_t HD) 
 void add_inplace(float* y, const float* x, int64_t n, const Stream& stream) {
   if (n <= 0) return;
   add_inplace_kernel<<<blocks_for(n), kThreads, 0, stream_of(stream)>>>(y, x, n);
+  GPU_CHECK_LAUNCH();
+}
+
+void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, uint64_t base, uint64_t threshold,
+                  float keep_scale, const int64_t* rows, int64_t row0, const Stream& stream) {
+  if (N <= 0 || in <= 0) return;
+  lora_dropout_kernel<<<blocks_for(N * in), kThreads, 0, stream_of(stream)>>>(xd, x, N, in, base, threshold,
+                                                                              keep_scale, rows, row0);
   GPU_CHECK_LAUNCH();
 }
 

@@ -154,6 +154,11 @@ class GpuBackend final : public Backend {
     gpu::swiglu_forward(h, gate, up, n, *stream_);
   }
   void add_inplace(float* y, const float* x, int64_t n) override { gpu::add_inplace(y, x, n, *stream_); }
+  void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const ops::DropoutSite& d) override {
+    const int64_t* rows_d = d.rows != nullptr ? stage(rows_stage_, d.rows, N) : nullptr;
+    gpu::lora_dropout(xd, x, N, in, ops::dropout::stream_base(d), ops::dropout::threshold(d.p),
+                      ops::dropout::keep_scale(d.p), rows_d, d.row0, *stream_);
+  }
   void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          const uint8_t* key_valid, const int64_t* seg_start,
                          const ops::AttentionShape& s) override {

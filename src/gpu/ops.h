@@ -118,7 +118,8 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const ops::AttentionShape& s, const Stream& stream);
 
 // ---- elementwise and row moves of the forward pass (elementwise.cu). Each element's result is one
-// fp32 addition, one fp32 product or a copy: bit-identical to the plain CPU loop.
+// fp32 addition, one fp32 product or a copy (and, for dropout, integer arithmetic): bit-identical
+// to the plain CPU loop.
 // y += x (ops::add_inplace).   y, x: (n); x may be y.
 void add_inplace(float* y, const float* x, int64_t n, const Stream& stream);
 // y *= s.   y: (n)
@@ -142,6 +143,12 @@ void scatter_rows(float* dst, const float* src, const int64_t* rows, int64_t M, 
 void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD, const Stream& stream);
 // Its inverse, ops::redo_gguf_qk_permutation: HF order back into GGUF's (the backward pass).
 void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD, const Stream& stream);
+// LoRA dropout (ops::lora_dropout, ops/dropout.h): xd (N, in) = x under the mask of the stream
+// starting at `base`, kept elements times keep_scale; xd may be x. Row n draws the counters of row
+// row0 + (rows ? rows[n] : n); rows: (N), int64 on the device, or null. base, threshold and
+// keep_scale: ops::dropout::stream_base / threshold / keep_scale of the site, computed on the host.
+void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, uint64_t base, uint64_t threshold,
+                  float keep_scale, const int64_t* rows, int64_t row0, const Stream& stream);
 
 // ---- fp32 -> bf16 bits, round to nearest even (medtune::f32_to_bf16 in core/half.h, bit-exact for
 // every non-NaN input; a NaN stays a NaN, its payload bits are the vendor's).

@@ -4,18 +4,10 @@
 #include <vector>
 
 #include "backend/array.h"
-#include "core/error.h"
 
 namespace medtune::model {
 
 namespace {
-// splitmix64: a counter-based generator, so element i's draw needs no state.
-inline uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 using backend::Trans;
 
@@ -23,9 +15,7 @@ using backend::Trans;
 const float* lora_input(backend::Backend& be, const float* x, float* xd, int64_t N, int64_t in,
                         const DropoutSite& d) {
   if (d.p <= 0) return x;
-  if (!be.device().is_cpu())
-    throw BadInput("LoRA dropout runs on the CPU only so far: set lora_dropout: 0 on device " + be.device().str());
-  lora_dropout(xd, x, N, in, d);
+  be.lora_dropout(xd, x, N, in, d);
   return xd;
 }
 
@@ -35,23 +25,6 @@ const float* dev(backend::Backend& be, const std::vector<float>& m) {
 }
 
 }  // namespace
-
-void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const DropoutSite& d) {
-  const uint64_t base = mix(d.seed ^ mix(d.site));
-  const float keep_scale = 1.0f / (1.0f - d.p);
-  // Drop when the top 24 bits, as a fraction of 2^24, fall below p.
-  const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(d.p) * 16777216.0);
-#pragma omp parallel for schedule(static) if (N * in > 65536)
-  for (int64_t n = 0; n < N; ++n) {
-    // Element (row, j) of the whole batch draws from counter row * in + j.
-    const uint64_t first = base + static_cast<uint64_t>((d.row0 + (d.rows != nullptr ? d.rows[n] : n)) * in);
-    for (int64_t j = 0; j < in; ++j) {
-      const int64_t i = n * in + j;
-      const bool drop = (mix(first + static_cast<uint64_t>(j)) >> 40) < threshold;
-      xd[i] = drop ? 0.0f : x[i] * keep_scale;
-    }
-  }
-}
 
 void lora_forward_add(backend::Backend& be, float* y, const float* x, const LoraLinear& lora, float s,
                       const DropoutSite& d, float* u, float* xd, int64_t N) {
@@ -99,11 +72,10 @@ void lora_backward(backend::Backend& be, float* dx, const float* dy, const float
     // dx (N, in) += du (N, r) . A (r, in)
     be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, dev(be, lora.A), IN, 1.0f, dx, IN);
   } else {
-    // Through the dropout: d(x) = mask * x / (1-p), so dx += mask / (1-p) * (du A). (CPU only:
-    // lora_input refused any other backend above.)
+    // Through the dropout: d(x) = mask * x / (1-p), so dx += mask / (1-p) * (du A).
     backend::Array<float> g(be, static_cast<size_t>(N * lora.in));  // (N, in)
     be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, dev(be, lora.A), IN, 0.0f, g.data(), IN);
-    lora_dropout(g.data(), g.data(), N, lora.in, d);
+    be.lora_dropout(g.data(), g.data(), N, lora.in, d);
     be.add_inplace(dx, g.data(), N * lora.in);
   }
 }

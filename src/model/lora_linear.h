@@ -2,35 +2,21 @@
 //   y = W x + b + s * B (A d(x)),   d = dropout (identity in eval or when p = 0)
 // Written against a backend (backend/backend.h): activations (x, y, u, dy, dx and the scratch) are
 // that backend's memory; the adapter's A and B are read through be.resident(), and the backward
-// passes accumulate into gradient buffers of that backend (LoraGrad). Dropout runs on the CPU
-// backend only so far.
+// passes accumulate into gradient buffers of that backend (LoraGrad). Dropout masks are drawn by
+// the backend (the same bits on every one: ops/dropout.h).
 #pragma once
 
 #include <cstdint>
 
 #include "backend/backend.h"
 #include "model/lora.h"
+#include "ops/dropout.h"
 #include "ops/linear.h"
 
 namespace medtune::model {
 
-// Dropout on the LoRA input is a pure function of (seed, site, element): the backward pass
-// regenerates the mask instead of storing it, and a resumed run draws the same masks.
-struct DropoutSite {
-  float p = 0;        // drop probability; 0 = off
-  uint64_t seed = 0;  // per step: mixes the run seed and the optimizer step
-  uint64_t site = 0;  // per layer and projection
-  // (N): row n of x is row rows[n] of the whole batch, whose mask it takes; null = row n. A pass
-  // over a subset of the rows (layer.h's LayerCall::out_rows) draws the masks the full pass would.
-  const int64_t* rows = nullptr;
-  // Added to every row index: the batch's first row within a larger batch split by rows
-  // (train_step.h: row shards), so that each shard draws the masks the whole batch would.
-  int64_t row0 = 0;
-};
-
-// x (N, in) -> xd (N, in) with the mask of `d` applied (kept elements scaled by 1/(1-p)).
-// CPU only (a host loop).
-void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const DropoutSite& d);
+// LoRA dropout's masks (ops/dropout.h): the backend applies them (Backend::lora_dropout).
+using DropoutSite = ops::DropoutSite;
 
 // y (N, out) = W x + bias. When `lora` is enabled also y += s B u with u = A d(x) (N, r) saved
 // in `u` (when non-null) for the backward pass. `xd` is (N, in) scratch, used only with dropout.

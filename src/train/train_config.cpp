@@ -6,7 +6,6 @@
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -154,13 +153,6 @@ size_t invalid_utf8_at(std::string_view s) {
     i += len;
   }
   return std::string_view::npos;
-}
-
-// A number as a person wrote it: 0.05, not 0.050000.
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
 }
 
 std::string read_string(const Entry& e, const YAML::Node& n, const std::string& name = "") {
@@ -845,11 +837,6 @@ class ConfigBuilder {
       fail_at(where_or(set_entry("precision"), path),
               "'precision: bf16' runs on a GPU only so far (the CPU computes in fp32); set device: gpu or "
               "precision: fp32");
-    // LoRA dropout has no device kernel yet (model/lora_linear.cpp): refused here, not at step 1.
-    if (c.device != "cpu" && c.lora_dropout > 0)
-      fail_at(where_or(set_entry("lora_dropout"), path),
-              "'lora_dropout: " + format_number(c.lora_dropout) + "' runs on the CPU only so far; set " +
-                  "lora_dropout: 0 to train on device " + c.device + " (" + where_or(set_entry("device"), path) + ")");
 
     if (const Entry* linear = set_entry("lora_target_linear"); linear && read_bool(*linear))
       c.lora_target_modules =

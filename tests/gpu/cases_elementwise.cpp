@@ -1,17 +1,19 @@
 // Elementwise ops and row moves of the forward pass (gpu/elementwise.cu): add_inplace,
-// scale_inplace, add_bias, gather_rows, scatter_rows, undo_/redo_gguf_qk_permutation.
+// scale_inplace, add_bias, gather_rows, scatter_rows, undo_/redo_gguf_qk_permutation, lora_dropout.
 // Tolerance: bit-exact. Each output element is one fp32 addition (add_inplace, add_bias), one fp32
 // product (scale_inplace) or a copy (the rest): one correctly rounded operation or none, so there
 // is no order to differ and nothing to contract into an FMA.
-// References: add_inplace and the q/k permutations against the CPU ops (ops::add_inplace,
-// ops::undo_gguf_qk_permutation, ops::redo_gguf_qk_permutation); the others against the plain
-// loops written here.
+// lora_dropout adds integer arithmetic (the mask) and one fp32 product per kept element.
+// References: add_inplace, the q/k permutations and lora_dropout against the CPU ops
+// (ops::add_inplace, ops::undo_gguf_qk_permutation, ops::redo_gguf_qk_permutation,
+// ops::lora_dropout); the others against the plain loops written here.
 #include <algorithm>
 #include <numeric>
 #include <random>
 
 #include "core/error.h"
 #include "gpu/ops.h"
+#include "ops/dropout.h"
 #include "ops/ops.h"
 #include "op_test.h"
 
@@ -148,6 +150,39 @@ void undo_qk_case(Registry& r, int64_t N, int64_t H, int64_t HD, bool quick) {
           });
 }
 
+// x (N, in) through the mask of one site, against ops::lora_dropout: with a row list (a pass over
+// some rows of the batch, repeats allowed), a row offset (a row shard), in place or not.
+void dropout_case(Registry& r, int64_t N, int64_t in, float p, bool with_rows, int64_t row0, bool in_place,
+                  bool quick) {
+  r.add("elementwise/lora_dropout/" + shape({{"N", N}, {"in", in}, {"row0", row0}}) + ",p=" + std::to_string(p) +
+            (with_rows ? ",rows" : "") + (in_place ? ",xd=x" : ""),
+        quick, [=](Checks& c, const gpu::Stream& s) {
+          const std::vector<float> x = random_normals(static_cast<size_t>(N * in), 111);
+          const std::vector<int64_t> rows = random_rows(N, 3 * N + 2, false, 112);
+          ops::DropoutSite d;
+          d.p = p;
+          d.seed = 0x1234abcdull;
+          d.site = 5;
+          d.row0 = row0;
+          if (with_rows) d.rows = rows.data();
+          std::vector<float> want(x.size());
+          ops::lora_dropout(want.data(), x.data(), N, in, d);
+          GuardedDevice<float> d_x(x, s), d_xd(x.size(), s);
+          GuardedDevice<int64_t> d_rows(rows, s);
+          float* out = in_place ? d_x.data() : d_xd.data();
+          gpu::lora_dropout(out, d_x.data(), N, in, ops::dropout::stream_base(d), ops::dropout::threshold(p),
+                            ops::dropout::keep_scale(p), with_rows ? d_rows.data() : nullptr, row0, s);
+          const std::vector<float> got = in_place ? d_x.download(s) : d_xd.download(s);
+          c.guards("xd", in_place ? d_x : d_xd, s);
+          c.nan_agreement("xd", got, want);
+          c.bit_exact("xd", got, want);
+          // The mask must drop something and keep something at these sizes (a kernel that ignored
+          // the threshold, or dropped everything, would also differ bit-wise; this names why).
+          const auto zeros = std::count(got.begin(), got.end(), 0.0f);
+          if (N * in >= 1000) c.record(zeros > 0 && zeros < static_cast<long>(got.size()), "some dropped, some kept");
+        });
+}
+
 }  // namespace
 
 void register_elementwise_cases(Registry& r) {
@@ -173,6 +208,10 @@ void register_elementwise_cases(Registry& r) {
   undo_qk_case(r, 3, 5, 256, true);      // the largest head_dim
   undo_qk_case(r, 512, 32, 128, false);  // Llama-3-8B q: 32 heads of 128
   undo_qk_case(r, 512, 8, 128, false);   // and k: 8 kv heads
+  dropout_case(r, 1, 1, 0.5f, false, 0, false, true);
+  dropout_case(r, 7, 33, 0.1f, true, 5, false, true);
+  dropout_case(r, 7, 33, 0.1f, false, 0, true, true);      // in place, as the backward pass does
+  dropout_case(r, 512, 4096, 0.05f, false, 512, false, false);  // a 7B projection input, second shard
   r.add("elementwise/undo_gguf_qk_permutation/bad_head_dim_throws", true,
         [](Checks& c, const gpu::Stream& s) {
           const auto throws = [&](int64_t HD) {

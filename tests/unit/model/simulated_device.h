@@ -125,6 +125,12 @@ class SimulatedDevice final : public backend::Backend {
     dev("add_inplace", "x", x, f(n));
     cpu().add_inplace(y, x, n);
   }
+  void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const ops::DropoutSite& d) override {
+    if (d.rows != nullptr) host_only("lora_dropout", "rows", d.rows);
+    dev("lora_dropout", "xd", xd, f(N * in));
+    dev("lora_dropout", "x", x, f(N * in));
+    cpu().lora_dropout(xd, x, N, in, d);
+  }
   void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          const uint8_t* key_valid, const int64_t* seg_start,
                          const ops::AttentionShape& s) override {

@@ -178,8 +178,9 @@ TEST(SimulatedDevice, GreedyGenerationEqualsTheCpuBackend) {
 // packed batch and on a GGUF-permuted model's q/k (redo_gguf_qk_permutation). The CPU reference
 // runs in one pass over all rows (no row shards, no last-layer row restriction: policies of the
 // CPU backend that change fp32 summation order, layer.h, row_shards.h).
-void expect_same_training(const std::string& fixture, const model::TrainBatch& b, bool checkpointing) {
-  SCOPED_TRACE(fixture + (checkpointing ? " (checkpointing)" : ""));
+void expect_same_training(const std::string& fixture, const model::TrainBatch& b, bool checkpointing,
+                          double dropout = 0) {
+  SCOPED_TRACE(fixture + (checkpointing ? " (checkpointing)" : "") + (dropout > 0 ? " (dropout)" : ""));
   model::LlamaModel cpu_model(io::open_checkpoint(fixture));
   model::LlamaModel dev_model(io::open_checkpoint(fixture), model::WeightQuant::kNone, device());
   model::LoraConfig lc;
@@ -187,6 +188,7 @@ void expect_same_training(const std::string& fixture, const model::TrainBatch& b
   lc.alpha = 8;
   lc.targets = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::o, model::Proj::gate,
                 model::Proj::up, model::Proj::down};
+  lc.dropout = dropout;
   model::LoraWeights lora = model::init_lora(cpu_model.config(), lc, 7);
   for (auto& layer : lora.layers)  // B = 0 at init would make dA zero: give it values
     for (auto& l : layer)
@@ -195,6 +197,7 @@ void expect_same_training(const std::string& fixture, const model::TrainBatch& b
   model::TrainOptions opt;
   opt.loss_scale = 0.25;
   opt.gradient_checkpointing = checkpointing;
+  opt.dropout_seed = dropout > 0 ? 99 : 0;
   opt.row_shards = 1;
   opt.last_layer_rows_only = false;
   lora.zero_grad();
@@ -240,22 +243,11 @@ TEST(SimulatedDevice, TrainingPassOnAGgufModelEqualsTheCpuBackend) {
   expect_same_training(path, training_batch(false), false);
 }
 
-TEST(SimulatedDevice, LoraDropoutOnADeviceIsRefusedByName) {
-  model::LlamaModel dev_model(io::open_checkpoint(kFixtures + "llama_gqa/base"), model::WeightQuant::kNone, device());
-  model::LoraConfig lc;
-  lc.r = 4;
-  lc.dropout = 0.1;
-  lc.targets = {model::Proj::q};
-  model::LoraWeights lora = model::init_lora(dev_model.config(), lc, 7);
-  model::TrainOptions opt;
-  opt.dropout_seed = 99;
-  try {
-    model::forward_backward(dev_model, lora, training_batch(false), opt);
-    ADD_FAILURE() << "LoRA dropout ran on a device that has no dropout kernel";
-  } catch (const BadInput& e) {
-    EXPECT_NE(std::string(e.what()).find("lora_dropout: 0"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("gpu:7"), std::string::npos) << e.what();
-  }
+// LoRA dropout through the backend's op (Backend::lora_dropout): the device draws the CPU's masks,
+// forward and backward (where the mask is drawn again), with and without checkpointing.
+TEST(SimulatedDevice, TrainingPassWithLoraDropoutEqualsTheCpuBackend) {
+  for (const bool checkpointing : {false, true})
+    expect_same_training(kFixtures + "llama_gqa/base", training_batch(false), checkpointing, 0.1);
 }
 
 }  // namespace
