@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "commands.h"
 #include "core/error.h"
+#include "dist/gpu_collectives.h"
 #include "dist/launch.h"
 #include "eval/medqa.h"
 #include "eval/prompt.h"
@@ -184,7 +185,8 @@ void add_train_command(CLI::App& app) {
     std::string precision;    // overrides precision
     bool skip_invalid = false;  // overrides skip_invalid
     double ddp_timeout_s = 0;   // 0: dist::timeout_s()'s default
-    std::string reduction;      // dist/gradient_sum.h: ordered (default) | allreduce
+    std::string reduction;      // dist/gradient_sum.h: ordered | allreduce; "": ordered on the CPU,
+                                // allreduce (NCCL/RCCL) on GPUs
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Fine-tune a LoRA adapter from an axolotl-style YAML config");
@@ -212,8 +214,8 @@ void add_train_command(CLI::App& app) {
                   "Under mpirun/srun: seconds a rank waits for the others before it ends the job (default 1800)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--reduction", args->reduction,
-                  "Under mpirun/srun: how gradients are summed over ranks: ordered (default; bit-identical to one "
-                  "process with world x accumulation) or allreduce (faster for many ranks; equal to fp32 rounding)")
+                  "Under mpirun/srun: how gradients are summed over ranks: ordered (default on the CPU; bit-identical to "
+                  "one process with world x accumulation) or allreduce (default on GPUs: NCCL/RCCL; equal to fp32 rounding)")
       ->check(CLI::IsMember({"ordered", "allreduce"}));
   cmd->callback([args] {
     std::vector<std::string> overrides = args->overrides;
@@ -319,8 +321,12 @@ void add_train_command(CLI::App& app) {
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;
     hooks.overwrite_output_dir = args->overwrite_output_dir;
-    hooks.comm = &comm;
-    hooks.deterministic_reduction = args->reduction != "allreduce";
+    // GPU ranks all-reduce through NCCL/RCCL when the build has it (never run yet: docs/distributed.md).
+    std::unique_ptr<dist::Communicator> gpu_comm;
+    if (comm.size() > 1 && !be.device().is_cpu()) gpu_comm = dist::with_gpu_collectives(comm, be.device().index);
+    hooks.comm = gpu_comm ? gpu_comm.get() : &comm;
+    hooks.deterministic_reduction =
+        args->reduction.empty() ? be.device().is_cpu() || !gpu_comm : args->reduction == "ordered";
     if (lead) hooks.metrics_sinks.push_back(std::make_shared<TrainReportSink>(cfg));
     if (!ld.val_items.empty())
       hooks.accuracy = [&] {
