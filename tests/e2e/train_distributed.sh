@@ -8,7 +8,8 @@
 #  4. rank 0 (the writer) SIGKILLed while it writes a checkpoint: the job ends, the earlier
 #     checkpoints stay valid, 2 ranks resume to the reference adapter;
 #  5. a rank that hangs (SIGSTOP) past ddp_timeout: the job ends non-zero, naming the exchange;
-#  6. ranks given different configs are refused before training, naming the rank and the key.
+#  6. ranks given different configs are refused before training, naming the rank and the key;
+#  7. a rank that cannot read its data ends the job before training, naming the rank and file.
 # Usage: train_distributed.sh MEDTUNE_BIN [PARITY_BIN] (from the repository root). Exit 77 (skip)
 # when mpirun is absent (openmpi-bin, scripts/setup.sh).
 set -euo pipefail
@@ -194,3 +195,15 @@ grep -q "rank 1 differs from rank 0: config: learning_rate 0.001 -> 0.002" "$TMP
   || fail "mismatched ranks: the message does not name the rank and key: $(cat "$TMP/mix.err")"
 [ ! -e "$TMP/mixed/adapter" ] && [ ! -e "$TMP/mixed/metrics.jsonl" ] || fail "mismatched ranks: something was written"
 echo "ok: ranks with different configs refused before training"
+
+# 7. Rank 1 cannot read its dataset (its config names a file that is not there): the job ends
+# non-zero before training, rank 1's message names itself and the file.
+sed "s|$TMP/train.jsonl|$TMP/missing.jsonl|" "$TMP/run.yaml" >"$TMP/bad.yaml"
+set +e
+"${MPIRUN[@]}" -np 1 "$MEDTUNE" train --config "$TMP/run.yaml" output_dir="$TMP/baddata" \
+  : -np 1 "$MEDTUNE" train --config "$TMP/bad.yaml" output_dir="$TMP/baddata" >"$TMP/bd.out" 2>"$TMP/bd.err"; rc=$?
+set -e
+[ "$rc" -ne 0 ] || fail "a rank without its data: exit 0"
+grep -q "medtune: rank 1 of 2: .*missing.jsonl" "$TMP/bd.err" || fail "a rank without its data: $(cat "$TMP/bd.err")"
+[ ! -e "$TMP/baddata/metrics.jsonl" ] || fail "a rank without its data: training started"
+echo "ok: a rank that cannot read its data ends the job before training"
