@@ -49,13 +49,14 @@ void StepGradientSum::add_grads_into(std::vector<float>& acc) const {
 
 void StepGradientSum::begin_step() {
   micro_in_step_ = 0;
-  kept_.clear();
+  kept_count_ = 0;
 }
 
 void StepGradientSum::add_micro_batch(double loss_sum) {
   const bool keep = deterministic_ && comm_.rank() > 0;
   if (keep) {
-    flatten_into(kept_.emplace_back(), loss_sum);
+    if (kept_count_ == kept_.size()) kept_.emplace_back();
+    flatten_into(kept_[kept_count_++], loss_sum);
   } else if (micro_in_step_ == 0) {
     // The first micro-batch's gradients are copied, not added to zero: the same bits (-0 too).
     flatten_into(acc_, 0.0 + loss_sum);
@@ -76,7 +77,8 @@ double StepGradientSum::finish(int64_t step) {
     // The partial sum travels 0 -> 1 -> ... -> size-1, each rank adding its micro-batches in order.
     if (rank > 0) {
       comm_.recv(bytes(acc_), rank - 1, what + " (partial sum from rank " + std::to_string(rank - 1) + ")");
-      for (const auto& k : kept_) {
+      for (size_t m = 0; m < kept_count_; ++m) {
+        const std::vector<float>& k = kept_[m];
         float* a = acc_.data();
         for (size_t i = 0; i < num_grads_; ++i) a[i] += k[i];
         set_loss(acc_, loss_of(acc_) + loss_of(k));

@@ -59,6 +59,7 @@ class StepGradientSum {
   std::vector<float> acc_;                 // (num_grads + 2) the running sum, then the total
   int64_t micro_in_step_ = 0;
   std::vector<std::vector<float>> kept_;   // deterministic, rank > 0: each micro-batch's buffer
+  size_t kept_count_ = 0;                  // of kept_ in use this step (the buffers are reused)
   double exchange_s_ = 0;
 };
 
