@@ -87,6 +87,32 @@ message(STATUS "GPU backend: ${MEDTUNE_GPU} (${MEDTUNE_GPU_LANG}; architectures 
   "${CMAKE_${MEDTUNE_GPU_LANG}_ARCHITECTURES})")
 
 if(NOT MEDTUNE_GPU_STANDALONE)
+  # NCCL (CUDA) or RCCL (ROCm) for the gradient all-reduce of multi-GPU ranks
+  # (src/gpu/collectives.cu, src/dist/gpu_collectives.cpp, docs/distributed.md). Optional: without
+  # it, ranks on GPUs exchange through MPI on the host. Not in the standalone test build.
+  if(MEDTUNE_GPU STREQUAL "cuda")
+    find_library(MEDTUNE_NCCL_LIBRARY nccl HINTS "${CUDAToolkit_LIBRARY_DIR}")
+    find_path(MEDTUNE_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    if(MEDTUNE_NCCL_LIBRARY AND MEDTUNE_NCCL_INCLUDE)
+      target_include_directories(medtune_gpu PRIVATE "${MEDTUNE_NCCL_INCLUDE}")
+      target_link_libraries(medtune_gpu PUBLIC "${MEDTUNE_NCCL_LIBRARY}")
+      set(MEDTUNE_GPU_COLLECTIVES_FOUND ON)
+    endif()
+  else()
+    find_package(rccl QUIET)
+    if(rccl_FOUND)
+      target_link_libraries(medtune_gpu PUBLIC rccl::rccl)
+      set(MEDTUNE_GPU_COLLECTIVES_FOUND ON)
+    endif()
+  endif()
+  if(MEDTUNE_GPU_COLLECTIVES_FOUND)
+    target_compile_definitions(medtune_gpu PUBLIC MEDTUNE_GPU_WITH_COLLECTIVES=1)
+    message(STATUS "GPU collectives: ${MEDTUNE_NCCL_LIBRARY}${rccl_DIR}")
+  else()
+    message(STATUS "GPU collectives: NCCL/RCCL not found; GPU ranks exchange through MPI on the host")
+  endif()
+  target_link_libraries(medtune_dist PUBLIC medtune_gpu)
+
   # The GPU backend under the model (backend/backend.h): plain C++ over medtune_gpu, linked into
   # medtune_backend, whose registry then creates it for --device gpu (MEDTUNE_WITH_GPU comes with
   # medtune_gpu). Not in the standalone test build, which has no model.

@@ -84,7 +84,7 @@ mkdir -p build-gpu-hip/obj
 # Same warnings as cmake/gpu.cmake gives the HIP build.
 # -I tests/gpu/hip_shim: the hipBLAS declarations for blas.cu (see above). It would shadow a real
 # hipBLAS in the default paths; Debian has none, the only case this script is for.
-hip_flags=(-x hip --offload-arch=gfx90a -std=c++20 -O3 -DNDEBUG -DMEDTUNE_GPU_HIP -DMEDTUNE_WITH_GPU=1
+hip_flags=(-x hip --offload-arch=gfx90a -std=c++20 -O3 -DNDEBUG -DMEDTUNE_GPU_HIP -DMEDTUNE_WITH_GPU=1 -DMEDTUNE_GPU_WITH_COLLECTIVES=1
   -Isrc -Itests/gpu/hip_shim -Wall -Wextra -Wshadow -Wdouble-promotion -Wnull-dereference -Werror)
 export HIP_FLAGS_STR="${hip_flags[*]}"
 # One hipcc per file, $jobs at a time; any failure fails the stage.
@@ -98,12 +98,15 @@ echo "      stub: Debian's ROCm 5.2 has no hipBLAS. Real hipBLAS is not checked 
 # --offload-arch: without it hipcc asks rocm_agent_enumerator for the local GPU (none here).
 hipcc --offload-arch=gfx90a -std=c++20 -Itests/gpu/hip_shim -Wall -Wextra -Werror \
   -c tests/gpu/hip_shim/hipblas_stub.cpp -o build-gpu-hip/hipblas_stub.o
+# RCCL likewise (src/gpu/collectives.cu; tests/gpu/hip_shim/rccl/rccl.h): Debian has no RCCL.
+hipcc --offload-arch=gfx90a -std=c++20 -Itests/gpu/hip_shim -Wall -Wextra -Werror \
+  -c tests/gpu/hip_shim/rccl_stub.cpp -o build-gpu-hip/rccl_stub.o
 # The op-test libraries (cases, runner, AdamW reference: plain C++) come from (a) too; OpenBLAS for the CPU
 # attention sources in libmedtune_ops.a (the same library (a) linked).
 openblas=$(sed -n 's/^OPENBLAS_LIB:FILEPATH=//p' build-gpu-cuda/CMakeCache.txt)
 hipcc --offload-arch=gfx90a -o build-gpu-hip/test_gpu_ops \
   "$host_dir"/main.cpp.o build-gpu-hip/obj/*.o build-gpu-cuda/tests/gpu/libmedtune_gpu_optest.a \
-  build-gpu-cuda/tests/gpu/libmedtune_gpu_adamw_ref.a build-gpu-hip/hipblas_stub.o \
+  build-gpu-cuda/tests/gpu/libmedtune_gpu_adamw_ref.a build-gpu-hip/hipblas_stub.o build-gpu-hip/rccl_stub.o \
   build-gpu-cuda/libmedtune_ops.a build-gpu-cuda/libmedtune_core.a "$openblas" -lgomp
 if ! roc-obj-ls build-gpu-hip/test_gpu_ops | grep -q "gfx90a"; then
   echo "FAIL: no gfx90a code object in build-gpu-hip/test_gpu_ops"

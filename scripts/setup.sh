@@ -19,6 +19,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev libgmock-dev
   clang-14 libclang-rt-14-dev libomp-14-dev  # libFuzzer builds of the parsers
   python3-pip unzip chromium  # chromium: the HTML report screenshot test
+  libopenmpi-dev openmpi-bin  # data-parallel training and eval under mpirun (src/dist/, docs/distributed.md)
 )
 
 if [ "${1:-}" = "--with-hipcc" ]; then

@@ -10,7 +10,9 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <functional>
 #include <optional>
+#include <sstream>
 #include <utility>
 
 #include "adapter_loading.h"
@@ -18,6 +20,7 @@
 #include "commands.h"
 #include "backend/backend.h"
 #include "core/error.h"
+#include "dist/launch.h"
 #include "eval/compare.h"
 #include "eval/medqa.h"
 #include "eval/metrics.h"
@@ -163,12 +166,45 @@ void print_summary(const eval::Metrics& metrics, double seconds, size_t question
               omp_get_max_threads(), out.c_str(), eval::kReportHtmlName);
 }
 
+// Under mpirun (dist/launch.h): rank r scores the r-th contiguous share of the questions, and
+// every rank gets all results back in question order, each question scored exactly as one
+// process scores it (on the CPU one question at a time, so the bits do not depend on the split).
+std::vector<eval::QuestionResult> score_share(dist::Communicator& comm, model::LlamaModel& model,
+                                              const eval::PromptRenderer& prompts,
+                                              const std::vector<eval::McqItem>& items, eval::Scoring scoring,
+                                              const std::function<void(size_t, size_t)>& progress) {
+  if (comm.size() == 1) return eval::score_questions(model, prompts, items, scoring, progress);
+  const size_t n = items.size(), ranks = static_cast<size_t>(comm.size()), r = static_cast<size_t>(comm.rank());
+  const std::vector<eval::McqItem> mine(items.begin() + static_cast<std::ptrdiff_t>(n * r / ranks),
+                                        items.begin() + static_cast<std::ptrdiff_t>(n * (r + 1) / ranks));
+  std::string lines;
+  for (const auto& q : eval::score_questions(model, prompts, mine, scoring, progress))
+    lines += eval::question_result_json(q).dump() + "\n";
+  std::vector<eval::QuestionResult> all;
+  const auto shares = comm.allgather(lines, "the evaluation results");
+  for (size_t from = 0; from < shares.size(); ++from) {
+    std::istringstream in(shares[from]);
+    std::string line;
+    while (std::getline(in, line))
+      all.push_back(eval::question_result_from_json(nlohmann::json::parse(line), "rank " + std::to_string(from)));
+  }
+  if (all.size() != n) throw Internal("eval: the ranks returned " + std::to_string(all.size()) + " results for " + std::to_string(n) + " questions");
+  return all;
+}
+
 void run_eval(const EvalArgs& a) {
   check_option_combinations(a);
+  dist::Communicator& comm = dist::world();
+  const bool lead = comm.rank() == 0;  // rank 0 alone writes the report and prints
+  // Several ranks on one machine share its cores (unless -t chose another count) and its GPUs.
+  if (comm.local_size() > 1 && omp_get_max_threads() == omp_get_num_procs())
+    omp_set_num_threads(dist::default_threads(comm.local_size()));
+  EvalArgs local_args = a;
+  if (comm.local_size() > 1 && a.device == "gpu") local_args.device = "gpu:" + std::to_string(comm.local_rank());
   // Where the report goes is checked before minutes of scoring, not after (and created only
   // when there is a report to write).
   io::check_output_dir(a.out, "--out");
-  const backend::Device device = backend::parse_device(a.device, "--device");
+  const backend::Device device = backend::parse_device(local_args.device, "--device");
   backend::Backend& be = backend::for_device(device, backend::parse_precision(a.precision, device, "--precision"));
   auto jobs = read_jobs(a);
 
@@ -207,14 +243,16 @@ void run_eval(const EvalArgs& a) {
     const eval::Scoring scoring = eval::parse_scoring(scoring_name);
     const std::string label = job.task ? job.task->name + ": " : "";
 
-    const auto results = eval::score_questions(model, prompts, job.set.items, scoring, [&](size_t done, size_t total) {
-      if (!a.quiet && (done % 10 == 0 || done == total))
-        std::cerr << "\r" << label << "scored " << done << "/" << total << std::flush;
+    const bool show = !a.quiet && lead;
+    const auto results = score_share(comm, model, prompts, job.set.items, scoring, [&](size_t done, size_t total) {
+      if (show && (done % 10 == 0 || done == total))
+        std::cerr << "\r" << label << "scored " << done << "/" << total << (comm.size() > 1 ? " (rank 0's share)" : "")
+                  << std::flush;
     });
-    if (!a.quiet) std::cerr << "\n";
+    if (show) std::cerr << "\n";
     int64_t truncated = 0;
     for (const auto& r : results) truncated += r.truncated_tokens > 0 ? 1 : 0;
-    if (truncated > 0)
+    if (truncated > 0 && lead)
       std::cerr << "medtune: note: " << label << truncated << " question(s) longer than the model's context ("
                 << model.config().max_position_embeddings
                 << " tokens) were cut from the left, as lm-eval does; predictions.jsonl marks them (truncated_tokens)\n";
@@ -255,9 +293,15 @@ void run_eval(const EvalArgs& a) {
     prov["backend"] = be.describe();
     prov["precision"] = backend::precision_name(be.precision());
     prov["threads"] = omp_get_max_threads();
+    if (comm.size() > 1) prov["world_size"] = comm.size();
     prov["seconds"] = seconds;
     prov["questions_per_second"] = static_cast<double>(results.size()) / seconds;
     const auto report = eval::make_report(metrics, prov);
+    if (!lead) {
+      if (a.suite.empty()) return;
+      suite_results.push_back({job.task, job.data, metrics});
+      continue;
+    }
 
     io::prepare_output_dir(job.out, "--out");
     eval::write_report_json(job.out + "/" + eval::kReportJsonName, report);
@@ -281,6 +325,7 @@ void run_eval(const EvalArgs& a) {
   prov["command_line"] = eval::process_command_line();
   prov["medtune_version"] = MEDTUNE_VERSION;
   prov["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - suite_t0).count();
+  if (!lead) return;
   const auto suite = eval::suite_report(suite_results, prov);
   const std::string markdown = eval::render_suite_markdown(suite);
   eval::write_report_json(a.out + "/" + eval::kSuiteJsonName, suite);

@@ -1,5 +1,6 @@
 // medtune train --config run.yaml [key=value ...] [--dry-run] [--resume auto|PATH] [--force-resume]
-//               [--max-runtime 12h] [--skip-invalid]
+//               [--max-runtime 12h] [--skip-invalid] [--ddp-timeout S] [--reduction ordered|allreduce]
+// Under mpirun or srun each process is one data-parallel rank (docs/distributed.md).
 // Opens the model and tokenizer, renders the datasets into token ids (MedQA items through the
 // prompt renderer, conversations through the chat template, axolotl's types through
 // train/dataset_formats.h), and hands them to the training loop
@@ -18,6 +19,8 @@
 #include "backend/backend.h"
 #include "commands.h"
 #include "core/error.h"
+#include "dist/gpu_collectives.h"
+#include "dist/launch.h"
 #include "eval/medqa.h"
 #include "eval/prompt.h"
 #include "eval/scorer.h"
@@ -181,6 +184,9 @@ void add_train_command(CLI::App& app) {
     std::string device;       // overrides device
     std::string precision;    // overrides precision
     bool skip_invalid = false;  // overrides skip_invalid
+    double ddp_timeout_s = 0;   // 0: dist::timeout_s()'s default
+    std::string reduction;      // dist/gradient_sum.h: ordered | allreduce; "": ordered on the CPU,
+                                // allreduce (NCCL/RCCL) on GPUs
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Fine-tune a LoRA adapter from an axolotl-style YAML config");
@@ -204,12 +210,28 @@ void add_train_command(CLI::App& app) {
                 "Leave out (and count) dataset records that are invalid instead of stopping (the config key skip_invalid)");
   cmd->add_option("--max-runtime", args->max_runtime,
                   "Save a checkpoint and exit 0 after this long (12h, 90m, 3600s or seconds)");
+  cmd->add_option("--ddp-timeout", args->ddp_timeout_s,
+                  "Under mpirun/srun: seconds a rank waits for the others before it ends the job (default 1800)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--reduction", args->reduction,
+                  "Under mpirun/srun: how gradients are summed over ranks: ordered (default on the CPU; bit-identical to "
+                  "one process with world x accumulation) or allreduce (default on GPUs: NCCL/RCCL; equal to fp32 rounding)")
+      ->check(CLI::IsMember({"ordered", "allreduce"}));
   cmd->callback([args] {
     std::vector<std::string> overrides = args->overrides;
     if (!args->device.empty()) overrides.push_back("device=" + args->device);  // last: wins
     if (!args->precision.empty()) overrides.push_back("precision=" + args->precision);
     if (args->skip_invalid) overrides.push_back("skip_invalid=true");
     train::TrainConfig cfg = train::load_train_config(args->config, overrides);
+    // One rank of a data-parallel job when a launcher started it (mpirun, srun; dist/launch.h).
+    // Rank 0 alone prints; every rank checks and trains.
+    if (args->ddp_timeout_s > 0) dist::set_timeout_s(args->ddp_timeout_s);
+    dist::Communicator& comm = dist::world();
+    const bool lead = comm.rank() == 0;
+    std::ostream silent(nullptr);
+    std::ostream& note = lead ? std::cerr : silent;
+    // Each rank of a machine on its own GPU: "gpu" means the local rank's.
+    if (comm.local_size() > 1 && cfg.device == "gpu") cfg.device = "gpu:" + std::to_string(comm.local_rank());
     if (!args->max_runtime.empty()) {
       const auto s = train::parse_duration_s(args->max_runtime);
       if (!s) throw BadInput("--max-runtime: expected " + std::string(train::kDurationMust) + ", got '" + args->max_runtime + "'");
@@ -248,7 +270,7 @@ void add_train_command(CLI::App& app) {
       for (const auto* set : {&ld.data.train, &ld.data.val})
         for (const auto& ex : *set) beyond += ex.length() > max_pos ? 1 : 0;
       if (beyond > 0)
-        std::cerr << "medtune: warning: sequence_len " << cfg.sequence_len << " is above the model's context ("
+        note << "medtune: warning: sequence_len " << cfg.sequence_len << " is above the model's context ("
                   << max_pos << " tokens, max_position_embeddings): " << beyond
                   << " example(s) are longer and train at positions the model was not trained on\n";
     }
@@ -258,11 +280,11 @@ void add_train_command(CLI::App& app) {
       max_len = std::max(max_len, ex.length());
       answer_tokens += ex.trained_tokens();
     }
-    std::cerr << "data: " << ld.data.train.size() << " training examples, " << ld.data.val.size()
+    note << "data: " << ld.data.train.size() << " training examples, " << ld.data.val.size()
               << " validation (" << ld.val_items.size() << " scored by letter), longest " << max_len
               << " tokens, " << ld.truncated << " truncated to sequence_len " << cfg.sequence_len << "\n";
     if (ld.skipped > 0)
-      std::cerr << "data: skipped " << ld.skipped << " invalid record(s) (skip_invalid); the first: "
+      note << "data: skipped " << ld.skipped << " invalid record(s) (skip_invalid); the first: "
                 << ld.first_skipped << "\n";
 
     // The memory plan, from the adapter's shapes (nothing of its size allocated yet).
@@ -275,6 +297,7 @@ void add_train_command(CLI::App& app) {
       memory = train::plan_memory(cfg, ckpt.config, lora_plan, train::checkpoint_bytes(cfg.base_model), 0);
     }
     if (args->dry_run) {
+      if (!lead) return;
       std::cout << train::to_yaml(cfg) << "\n"
                 << "datasets: " << ld.data.train.size() << " training examples (" << answer_tokens
                 << " answer tokens), " << ld.data.val.size() << " validation\n"
@@ -294,11 +317,17 @@ void add_train_command(CLI::App& app) {
                             cfg.base_quant == train::BaseQuant::kNf4 ? model::WeightQuant::kNf4
                                                                      : model::WeightQuant::kNone,
                             be);
-    if (!be.device().is_cpu()) std::cerr << "device: " << be.describe() << "\n";
+    if (!be.device().is_cpu()) note << "device: " << be.describe() << "\n";
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;
     hooks.overwrite_output_dir = args->overwrite_output_dir;
-    hooks.metrics_sinks.push_back(std::make_shared<TrainReportSink>(cfg));
+    // GPU ranks all-reduce through NCCL/RCCL when the build has it (never run yet: docs/distributed.md).
+    std::unique_ptr<dist::Communicator> gpu_comm;
+    if (comm.size() > 1 && !be.device().is_cpu()) gpu_comm = dist::with_gpu_collectives(comm, be.device().index);
+    hooks.comm = gpu_comm ? gpu_comm.get() : &comm;
+    hooks.deterministic_reduction =
+        args->reduction.empty() ? be.device().is_cpu() || !gpu_comm : args->reduction == "ordered";
+    if (lead) hooks.metrics_sinks.push_back(std::make_shared<TrainReportSink>(cfg));
     if (!ld.val_items.empty())
       hooks.accuracy = [&] {
         return eval::accuracy(model, *r.prompts, ld.val_items,
@@ -306,7 +335,7 @@ void add_train_command(CLI::App& app) {
       };
     const train::TrainSummary s = train::run_training(cfg, model, ld.data, hooks, std::cerr);
     if (s.stop_reason == "diverged") {
-      std::cerr << "medtune: training diverged at " << s.diverged
+      note << "medtune: training diverged at " << s.diverged
                 << ".\nNothing from that step was kept and no adapter was written; "
                 << (s.checkpoint_dir.empty() ? "no checkpoint had been saved before it"
                                              : "the last good checkpoint is " + s.checkpoint_dir)
@@ -314,6 +343,7 @@ void add_train_command(CLI::App& app) {
                 << ") and start again, or set skip_nonfinite_steps to skip a few such steps.\n";
       throw ExitWith{kExitDiverged};
     }
+    if (!lead) return;
 
     std::printf("steps %lld/%lld (%s), %lld target tokens, final loss %.4f, %s\n",
                 static_cast<long long>(s.steps), static_cast<long long>(s.total_steps), s.stop_reason.c_str(),

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/suggest.h"
+#include "dist/launch.h"
 
 namespace {
 
@@ -70,13 +71,18 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? medtune::cli::kExitOk : medtune::cli::kExitBadInput;
   } catch (const medtune::cli::ExitWith& e) {
+    medtune::dist::finalize();  // every rank ends so (a diverged run diverges on all)
     return e.code;
   } catch (const medtune::BadInput& e) {
-    std::cerr << "medtune: " << e.what() << "\n";
+    // One rank of a job that fails alone must not leave the others waiting: it ends the job.
+    std::cerr << "medtune: " << medtune::dist::rank_prefix() << e.what() << "\n";
+    medtune::dist::abort_job_if_distributed(medtune::cli::kExitBadInput);
     return medtune::cli::kExitBadInput;
   } catch (const std::exception& e) {
-    std::cerr << "medtune: internal error: " << e.what() << "\n";
+    std::cerr << "medtune: " << medtune::dist::rank_prefix() << "internal error: " << e.what() << "\n";
+    medtune::dist::abort_job_if_distributed(medtune::cli::kExitInternal);
     return medtune::cli::kExitInternal;
   }
+  medtune::dist::finalize();
   return 0;
 }

@@ -38,6 +38,18 @@
 #endif
 #endif
 
+// Collectives (src/gpu/collectives.cu only defines MEDTUNE_GPU_COLLECTIVES): RCCL keeps NCCL's API
+// names and types, so only the header and the name differ.
+#if defined(MEDTUNE_GPU_COLLECTIVES)
+#if defined(MEDTUNE_GPU_CUDA)
+#include <nccl.h>
+#define MEDTUNE_GPU_COLLECTIVES_NAME "nccl"
+#else
+#include <rccl/rccl.h>
+#define MEDTUNE_GPU_COLLECTIVES_NAME "rccl"
+#endif
+#endif
+
 // ------------------------------------------------------------------------------ runtime API names
 #if defined(MEDTUNE_GPU_CUDA)
 #define MEDTUNE_GPU_BACKEND_NAME "cuda"

@@ -60,6 +60,7 @@ nlohmann::json to_json(const TrainerState& s) {
           // state to carry; the cursor and the step are the whole of it.
           {"rng", {{"kind", "counter-based: (seed, epoch) for the data order, (seed, step) for dropout"}}},
           {"num_threads", s.num_threads},
+          {"world_size", s.world_size},
           {"metrics_bytes", s.metrics_bytes},
           {"elapsed_s", s.elapsed_s},
           {"skipped_steps", s.skipped_steps}};
@@ -90,6 +91,8 @@ TrainerState trainer_state_from_json(const nlohmann::json& j, const std::string&
     s.cursor.consumed = c.at("consumed").get<int64_t>();
     s.cursor.plan_sha256 = c.at("plan_sha256").get<std::string>();
     s.num_threads = j.at("num_threads").get<int64_t>();
+    // Absent in checkpoints written before data-parallel training: one process.
+    s.world_size = j.value("world_size", int64_t{1});
     s.metrics_bytes = j.at("metrics_bytes").get<int64_t>();
     s.elapsed_s = j.at("elapsed_s").get<double>();
     // Absent in checkpoints written before steps could be skipped: none were.

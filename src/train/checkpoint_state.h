@@ -39,6 +39,8 @@ struct TrainerState {
   std::vector<EvalPoint> evals;
   CursorState cursor;
   int64_t num_threads = 0;    // OpenMP threads of the run that wrote it (bit-exactness needs the same)
+  int64_t world_size = 1;     // ranks of the job that wrote it (dist/); any other count resumes
+                              // the same run when the global batch is the same
   int64_t metrics_bytes = 0;  // length of metrics.jsonl when it was written: a resume cuts the
                               // lines of steps it will redo
   double elapsed_s = 0;       // wall time of all slices so far

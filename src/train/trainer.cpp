@@ -14,6 +14,8 @@
 #include <span>
 
 #include "core/error.h"
+#include "dist/gradient_sum.h"
+#include "dist/launch.h"
 #include "io/atomic_file.h"
 #include "io/output_path.h"
 #include "io/peft_adapter.h"
@@ -255,6 +257,35 @@ TrainSummary finish_diverged(TrainSummary sum, nlohmann::json& manifest, const s
   return sum;
 }
 
+// Start-up check of a job of several ranks: every rank must train the same config on the same
+// model and data (a copy that differs on one machine would silently train something else).
+// Compares each rank's identity with rank 0's; BadInput on every rank, naming the ranks and what
+// differs.
+void check_ranks_agree(dist::Communicator& comm, const RunIdentity& identity) {
+  const auto all = comm.allgather(to_json(identity).dump(), "the start-up check of config, model and data");
+  const RunIdentity first = identity_from_json(nlohmann::json::parse(all[0]), "rank 0's identity");
+  std::string problems;
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    for (const auto& d : identity_differences(first, identity_from_json(nlohmann::json::parse(all[r]), "rank identity")))
+      problems += "\n  rank " + std::to_string(r) + " differs from rank 0: " + d;
+  }
+  if (!problems.empty())
+    throw BadInput("the ranks of this job do not train the same run (every rank must get the same config, "
+                   "overrides, model and data files):" + problems);
+}
+
+// Every rank must continue from the same checkpoint (they read output_dir on a shared file
+// system; a rank that sees another newest checkpoint would train another run).
+void check_same_resume_point(dist::Communicator& comm, const std::optional<CheckpointEntry>& from) {
+  const auto all = comm.allgather(from ? from->path : std::string(), "the resume point");
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0])
+      throw BadInput("rank " + std::to_string(r) + " would resume from " + (all[r].empty() ? "nothing" : all[r]) +
+                     ", rank 0 from " + (all[0].empty() ? "nothing" : all[0]) +
+                     ": output_dir must be the same folder on a file system every rank sees");
+}
+
 }  // namespace
 
 void request_stop() { g_stop_signal = SIGINT; }
@@ -306,19 +337,34 @@ EvalPoint validation_loss(model::LlamaModel& model, const std::vector<Example>& 
 TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, const TrainData& data,
                           const TrainHooks& hooks, std::ostream& log) {
   if (data.train.empty()) throw BadInput("datasets: no training examples");
-  if (cfg.num_threads > 0) omp_set_num_threads(static_cast<int>(cfg.num_threads));
+  dist::SingleProcess single_process;
+  dist::Communicator& comm = hooks.comm != nullptr ? *hooks.comm : single_process;
+  const int world = comm.size();
+  const bool writer = comm.rank() == 0;  // rank 0 alone writes files and logs
+  if (cfg.num_threads > 0)
+    omp_set_num_threads(static_cast<int>(cfg.num_threads));
+  else if (world > 1)
+    omp_set_num_threads(dist::default_threads(comm.local_size()));
   const auto t0 = Clock::now();
   StopSignals signals;
-  Progress progress(log, std::cerr, isatty(STDERR_FILENO) != 0);
+  std::ostream silent(nullptr);  // the other ranks' log: one voice per job
+  Progress progress(writer ? log : silent, std::cerr, writer && isatty(STDERR_FILENO) != 0);
   for (const auto& w : cfg.warnings) progress.message("warning: " + w);
 
   // ---- Phase 1: every check that can refuse the run. Nothing is written before it ends: a
   // refused command must leave a finished run's manifest, config and adapter as they were.
   io::check_output_dir(cfg.output_dir, "output_dir");
 
+  // The run as one process sees it: world x gradient_accumulation_steps micro-batches per step.
+  // Steps, data order and identity come from it, so that a checkpoint resumes at any world size
+  // with the same global batch.
+  TrainConfig global_cfg = cfg;
+  global_cfg.gradient_accumulation_steps = cfg.gradient_accumulation_steps * world;
+
   // Hashed once per run: every checkpoint records it, and a resume compares it.
   const auto hash_start = Clock::now();
-  const RunIdentity identity = compute_identity(cfg, data.train, data.val);
+  const RunIdentity identity = compute_identity(global_cfg, data.train, data.val);
+  if (world > 1) check_ranks_agree(comm, identity);
   {
     int64_t model_bytes = 0;
     for (const auto& f : identity.model_files) model_bytes += f.bytes;
@@ -334,7 +380,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   const std::vector<std::span<float>> grads_mut = lora_grads(lora);
   const std::span<const std::span<float>> grads(grads_mut);
 
-  const StepPlan plan = plan_steps(cfg, example_lengths(data.train));
+  const StepPlan plan = plan_steps(global_cfg, example_lengths(data.train));
   ScheduleConfig sched;
   sched.kind = cfg.lr_scheduler;
   sched.base_lr = cfg.learning_rate;
@@ -347,10 +393,11 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   sum.skipped_records = data.skipped_records;
   std::vector<int64_t> lengths;
   for (const auto& ex : data.train) lengths.push_back(ex.length());
-  const BatchPlanOptions batch_opt = batch_plan_options(cfg);
+  const BatchPlanOptions batch_opt = batch_plan_options(global_cfg);
 
   // Resume: everything the uninterrupted run would hold after checkpoint's step.
   const std::optional<CheckpointEntry> from = find_resume_point(cfg, progress);
+  if (world > 1) check_same_resume_point(comm, from);
   if (!from) refuse_earlier_run(cfg, hooks);
   TrainerState resumed;
   if (from) {
@@ -387,6 +434,12 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     sum.skipped_steps = resumed.skipped_steps;
     if (!sum.losses.empty()) sum.final_loss = sum.losses.back();
     sum.resumed_from = sum.checkpoint_dir = from->path;
+    if (resumed.world_size != world)
+      progress.message("resuming with " + std::to_string(world) + " rank(s) x " +
+                       std::to_string(cfg.gradient_accumulation_steps) + " accumulation steps; " + from->path +
+                       " was written by " + std::to_string(resumed.world_size) +
+                       " rank(s): the same global batch of " + std::to_string(global_cfg.gradient_accumulation_steps) +
+                       " micro-batches per step");
     if (resumed.num_threads != omp_get_max_threads())
       progress.message("warning: " + from->path + " was written with " + std::to_string(resumed.num_threads) +
                        " threads, this run has " + std::to_string(omp_get_max_threads()) +
@@ -400,27 +453,35 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     progress.message("warning: --force-resume: " + msg);
   }
 
-  // ---- Phase 2: the run's files.
-  io::prepare_output_dir(cfg.output_dir, "output_dir");
-  for (const auto& name : remove_interrupted_saves(cfg.output_dir))
-    progress.message("removed " + name + " (a save that was interrupted)");
-  if (!from)
-    for (const auto& old : list_checkpoints(cfg.output_dir)) {
-      fs::remove_all(old.path);
-      progress.message("removed " + old.path + " (--overwrite-output-dir: this run starts fresh)");
-    }
+  // ---- Phase 2: the run's files (rank 0's alone; every rank has passed Phase 1 when it starts).
+  if (world > 1) comm.barrier("the end of the start-up checks");
   const int64_t save_delay_ms = save_delay_ms_from_env();
   const std::string config_json = to_json(cfg).dump(2) + "\n";
-  const std::string config_path = (fs::path(cfg.output_dir) / "config_resolved.json").string();
-  io::atomic_write_file(config_path, config_json);
+  if (writer) {
+    io::prepare_output_dir(cfg.output_dir, "output_dir");
+    for (const auto& name : remove_interrupted_saves(cfg.output_dir))
+      progress.message("removed " + name + " (a save that was interrupted)");
+    if (!from)
+      for (const auto& old : list_checkpoints(cfg.output_dir)) {
+        fs::remove_all(old.path);
+        progress.message("removed " + old.path + " (--overwrite-output-dir: this run starts fresh)");
+      }
+    io::atomic_write_file((fs::path(cfg.output_dir) / "config_resolved.json").string(), config_json);
+  }
 
   // Provenance: manifest.json is written now (a run that dies still says what it was made from)
   // and completed at the end; every adapter written carries the run's identity hash.
   nlohmann::json manifest = make_run_manifest(make_run_inputs(cfg, identity, omp_get_max_threads()));
-  manifest["config_resolved"] = config_digest(cfg.output_dir);
+  manifest["distributed"] = {{"world_size", world},
+                             {"backend", comm.backend_name()},
+                             {"deterministic_reduction", hooks.deterministic_reduction},
+                             {"micro_batches_per_step", global_cfg.gradient_accumulation_steps}};
   const std::string started = utc_timestamp_now();
   manifest["run"] = {{"started", started}, {"status", "running"}};
-  write_run_manifest(cfg.output_dir, manifest);
+  if (writer) {
+    manifest["config_resolved"] = config_digest(cfg.output_dir);
+    write_run_manifest(cfg.output_dir, manifest);
+  }
   std::map<std::string, std::string> adapter_metadata = hooks.adapter_metadata;
   adapter_metadata[kAdapterManifestKey] = manifest["inputs_sha256"].get<std::string>();
 
@@ -435,10 +496,16 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   std::error_code same_ec;
   const bool same_dir = from && fs::equivalent(fs::path(from->path).parent_path(), cfg.output_dir, same_ec);
   const std::string metrics_path = (fs::path(cfg.output_dir) / "metrics.jsonl").string();
-  MetricsLog metrics = same_dir ? MetricsLog(metrics_path, resumed.metrics_bytes) : MetricsLog(metrics_path);
-  if (cfg.report_to_tensorboard) metrics.add_sink(std::make_shared<TensorBoardSink>(logging_dir_of(cfg)));
-  for (const auto& sink : hooks.metrics_sinks) metrics.add_sink(sink);
-  metrics.started(from ? resumed.step : 0, plan.total_steps);
+  std::optional<MetricsLog> metrics;  // rank 0's
+  if (writer) {
+    if (same_dir)
+      metrics.emplace(metrics_path, resumed.metrics_bytes);
+    else
+      metrics.emplace(metrics_path);
+    if (cfg.report_to_tensorboard) metrics->add_sink(std::make_shared<TensorBoardSink>(logging_dir_of(cfg)));
+    for (const auto& sink : hooks.metrics_sinks) metrics->add_sink(sink);
+    metrics->started(from ? resumed.step : 0, plan.total_steps);
+  }
 
   {
     char buf[256];
@@ -462,7 +529,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     if (hooks.accuracy) e.accuracy = hooks.accuracy();
     nlohmann::json j{{"step", step}, {"loss", e.loss}, {"tokens", e.tokens}};
     if (e.accuracy) j["accuracy"] = *e.accuracy;
-    metrics.write({{"eval", j}});
+    if (metrics) metrics->write({{"eval", j}});
     char buf[160];
     std::snprintf(buf, sizeof buf, "eval @ step %lld: loss %.4f", static_cast<long long>(step), e.loss);
     std::string line = buf;
@@ -478,6 +545,8 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   int64_t last_saved = from ? resumed.step : -1;  // that state is on disk already
   auto save_checkpoint = [&](int64_t done) {
     if (done == last_saved) return;
+    last_saved = done;
+    if (!writer) return;
     TrainerState st;
     st.step = done;
     st.total_steps = plan.total_steps;
@@ -488,7 +557,8 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     st.evals = sum.evals;
     st.cursor = cursor.state();
     st.num_threads = omp_get_max_threads();
-    st.metrics_bytes = metrics.bytes();
+    st.world_size = world;
+    st.metrics_bytes = metrics->bytes();
     st.elapsed_s = resumed.elapsed_s + seconds_since(t0);
     st.skipped_steps = sum.skipped_steps;
     const io::PeftAdapter adapter = model::lora_to_peft(lora, cfg.base_model);
@@ -504,10 +574,9 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
         {"identity.json", json_part("identity.json", to_json(identity).dump(2) + "\n")},
     };
     sum.checkpoint_dir = write_checkpoint_dir(cfg.output_dir, done, parts, save_delay_ms);
-    last_saved = done;
     prune_checkpoints(cfg.output_dir, cfg.save_total_limit);
     progress.message("saved " + sum.checkpoint_dir);
-    metrics.checkpoint_saved(done);
+    metrics->checkpoint_saved(done);
   };
 
   if (cfg.eval_steps > 0 && !from) evaluate(0);
@@ -516,31 +585,40 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   const int64_t input_tokens_before = sum.input_tokens;  // tokens_per_s counts this invocation's
   int64_t step = resumed.step;
   sum.stop_reason = "completed";
+  dist::StepGradientSum step_grads(comm, grads_mut, hooks.deterministic_reduction);
+  const int64_t first_micro = comm.rank() * cfg.gradient_accumulation_steps;  // this rank's share
   for (; step < plan.total_steps; ++step) {
-    if (g_stop_signal != 0) {
-      sum.stop_reason = "signal";
+    // Every rank stops at the same step: a signal or max_runtime seen by one is seen by all.
+    enum : int64_t { kGoOn = 0, kSignal = 1, kMaxRuntime = 2 };
+    int64_t stop = g_stop_signal != 0 ? kSignal : kGoOn;
+    if (cfg.max_runtime_s > 0 && seconds_since(t0) > static_cast<double>(cfg.max_runtime_s)) stop = kMaxRuntime;
+    if (world > 1) stop = comm.allreduce_max(stop, "the stop flags before step " + std::to_string(step + 1));
+    if (stop != kGoOn) {
+      sum.stop_reason = stop == kSignal ? "signal" : "max_runtime";
       break;
     }
-    if (cfg.max_runtime_s > 0 && seconds_since(t0) > static_cast<double>(cfg.max_runtime_s)) {
-      sum.stop_reason = "max_runtime";
-      break;
-    }
-    // Build all micro-batches of the step first: the loss is normalised by their total targets.
+    // Every rank walks the whole global batch (the loss is normalised by all its targets) and
+    // builds only its own micro-batches.
     std::vector<model::TrainBatch> micro;
     int64_t step_targets = 0;
-    for (int64_t a = 0; a < cfg.gradient_accumulation_steps; ++a) {
-      micro.push_back(make_batch(data.train, cursor.next(), cfg.train_on_inputs, data.pad_id,
-                                 cfg.sample_packing ? cfg.sequence_len : 0));
-      step_targets += count_targets(micro.back());
-      for (uint8_t m : micro.back().mask) sum.input_tokens += m;
+    for (int64_t a = 0; a < global_cfg.gradient_accumulation_steps; ++a) {
+      model::TrainBatch b = make_batch(data.train, cursor.next(), cfg.train_on_inputs, data.pad_id,
+                                       cfg.sample_packing ? cfg.sequence_len : 0);
+      step_targets += count_targets(b);
+      for (uint8_t m : b.mask) sum.input_tokens += m;
+      if (a >= first_micro && a < first_micro + cfg.gradient_accumulation_steps) micro.push_back(std::move(b));
     }
-    lora.zero_grad();
     model::TrainOptions opt;
     opt.loss_scale = step_targets > 0 ? 1.0 / static_cast<double>(step_targets) : 0.0;
     opt.gradient_checkpointing = cfg.gradient_checkpointing;
     opt.dropout_seed = cfg.lora_dropout > 0 ? mix_seed(static_cast<uint64_t>(cfg.seed), static_cast<uint64_t>(step + 1)) : 0;
-    double loss_sum = 0;
-    for (const auto& b : micro) loss_sum += model::forward_backward(model, lora, b, opt).loss_sum;
+    // Each micro-batch from zeroed gradients, summed in the global order (dist/gradient_sum.h).
+    step_grads.begin_step();
+    for (const auto& b : micro) {
+      lora.zero_grad();
+      step_grads.add_micro_batch(model::forward_backward(model, lora, b, opt).loss_sum);
+    }
+    const double loss_sum = step_grads.finish(step + 1);
     const double grad_norm = cfg.max_grad_norm > 0 ? clip_grad_norm(grads, cfg.max_grad_norm) : global_grad_norm(grads);
     const double lr = lr_at(sched, step);
     const double loss = step_targets > 0 ? loss_sum / static_cast<double>(step_targets) : 0.0;
@@ -579,8 +657,8 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     const double train_s = seconds_since(train_start);
     ProgressState ps{done, plan.total_steps, loss, lr,
                      train_s > 0 ? static_cast<double>(sum.input_tokens - input_tokens_before) / train_s : 0.0, seconds_since(t0), rss_bytes()};
-    if (cfg.logging_steps > 0 && (done % cfg.logging_steps == 0 || done == plan.total_steps)) {
-      metrics.write({{"step", done},
+    if (metrics && cfg.logging_steps > 0 && (done % cfg.logging_steps == 0 || done == plan.total_steps)) {
+      metrics->write({{"step", done},
                      {"epoch", static_cast<double>(cursor.consumed()) / static_cast<double>(plan.batches_per_epoch)},
                      {"loss", loss},
                      {"lr", lr},
@@ -597,8 +675,22 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   }
   sum.steps = step;
   progress.finish();
-  if (sum.stop_reason == "diverged")
-    return finish_diverged(std::move(sum), manifest, started, metrics, cfg.output_dir, seconds_since(t0));
+  if (world > 1) {
+    // What data parallelism cost: the exchange, waiting for the slowest rank included.
+    const double train_s = seconds_since(train_start);
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "gradient exchange (%s, %s): %.3f s of %.3f s training (%.1f%%), %zu bytes per step",
+                  comm.backend_name().c_str(), hooks.deterministic_reduction ? "ordered" : "all-reduce",
+                  step_grads.exchange_seconds(), train_s, train_s > 0 ? 100.0 * step_grads.exchange_seconds() / train_s : 0.0,
+                  step_grads.buffer_floats() * sizeof(float));
+    progress.message(buf);
+    manifest["distributed"]["exchange_s"] = step_grads.exchange_seconds();
+  }
+  if (sum.stop_reason == "diverged") {
+    // Every rank holds the same summed gradients, so all of them diverge at the same step.
+    if (!writer) return sum;
+    return finish_diverged(std::move(sum), manifest, started, *metrics, cfg.output_dir, seconds_since(t0));
+  }
 
   // The final evaluation: what the user reads. Skipped on a stop (signal or max_runtime): the user
   // or the time limit asked for the run to end now, and an evaluation can take minutes.
@@ -610,6 +702,10 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   // (a save_steps multiple, or the checkpoint this run resumed from without taking a step).
   save_checkpoint(step);
   sum.adapter_dir = (fs::path(cfg.output_dir) / "adapter").string();
+  if (!writer) {
+    sum.elapsed_s = seconds_since(t0);
+    return sum;
+  }
   io::write_peft_adapter(sum.adapter_dir, model::lora_to_peft(lora, cfg.base_model), adapter_metadata);
   sum.elapsed_s = seconds_since(t0);
   manifest["run"] = run_record(sum, started);
@@ -632,7 +728,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     progress.message("stopped at max_runtime after step " + std::to_string(step) + "; adapter saved to " + sum.adapter_dir);
   nlohmann::json summary = summary_record(sum);
   summary["final_loss"] = sum.final_loss;
-  metrics.write({{"summary", summary}});
+  metrics->write({{"summary", summary}});
   return sum;
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "model/llama.h"
 #include "train/data.h"
 #include "train/metrics_log.h"
@@ -48,6 +49,15 @@ struct TrainHooks {
   // Followers of metrics.jsonl besides the TensorBoard events cfg.report_to asks for (the
   // command's report.html), handed every record as it is logged.
   std::vector<std::shared_ptr<MetricsSink>> metrics_sinks;
+  // The data-parallel job this process is one rank of (dist/launch.h world()); null: a single
+  // process. Rank r runs micro-batches r*A..r*A+A-1 of each step's global batch of
+  // micro_batch_size x gradient_accumulation_steps x world (A = gradient_accumulation_steps);
+  // gradients and loss are summed over all of them (dist/gradient_sum.h); rank 0 alone writes
+  // files and logs.
+  dist::Communicator* comm = nullptr;
+  // Sum the micro-batches' gradients in the single-process order (bit-identical to one process
+  // with world x accumulation) rather than in one all-reduce (faster, equal to fp32 rounding).
+  bool deterministic_reduction = true;
 };
 
 struct EvalPoint {

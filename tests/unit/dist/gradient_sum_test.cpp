@@ -1,0 +1,206 @@
+// dist/gradient_sum.h against a single process adding every micro-batch in order: the ordered
+// (deterministic) sum over ranks must give the same bits for any split of the global batch; the
+// all-reduce form equals it to fp32 reassociation. The ranks are threads joined by an in-memory
+// communicator (what MPI does between processes is covered by tests/e2e/train_distributed.sh).
+#include "dist/gradient_sum.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace medtune::dist {
+namespace {
+
+// Mailboxes between threads: enough of Communicator for StepGradientSum.
+struct Hub {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::pair<int, int>, std::vector<std::vector<std::byte>>> box;  // (from, to) -> messages
+  int size = 1;
+  // Sum-reductions: each rank deposits, the last one adds in rank order.
+  std::vector<std::vector<double>> deposits;
+  int generation = 0, arrived = 0;
+  std::vector<double> result;
+};
+
+class ThreadRank final : public Communicator {
+ public:
+  ThreadRank(Hub& hub, int rank) : hub_(hub), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return hub_.size; }
+  int local_rank() const override { return rank_; }
+  int local_size() const override { return hub_.size; }
+  std::string backend_name() const override { return "threads"; }
+  void send(std::span<const std::byte> data, int to, const std::string&) override {
+    std::lock_guard<std::mutex> lock(hub_.mu);
+    hub_.box[{rank_, to}].emplace_back(data.begin(), data.end());
+    hub_.cv.notify_all();
+  }
+  void recv(std::span<std::byte> data, int from, const std::string&) override {
+    std::unique_lock<std::mutex> lock(hub_.mu);
+    auto& q = hub_.box[{from, rank_}];
+    hub_.cv.wait(lock, [&] { return !q.empty(); });
+    ASSERT_EQ(q.front().size(), data.size());
+    std::memcpy(data.data(), q.front().data(), data.size());
+    q.erase(q.begin());
+  }
+  void broadcast(std::span<std::byte> data, int root, const std::string& what) override {
+    if (rank_ == root) {
+      for (int r = 0; r < hub_.size; ++r)
+        if (r != root) send(data, r, what);
+    } else {
+      recv(data, root, what);
+    }
+  }
+  void allreduce_sum(std::span<float> data, const std::string&) override {
+    std::vector<double> v(data.begin(), data.end());
+    const auto out = reduce(v, /*as_float=*/true);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(out[i]);
+  }
+  void allreduce_sum(std::span<double> data, const std::string&) override {
+    const auto out = reduce(std::vector<double>(data.begin(), data.end()), false);
+    std::copy(out.begin(), out.end(), data.begin());
+  }
+  int64_t allreduce_max(int64_t v, const std::string&) override { return v; }
+  std::vector<std::string> allgather(const std::string& mine, const std::string&) override { return {mine}; }
+  void barrier(const std::string&) override {}
+  [[noreturn]] void abort_job(int) override { std::abort(); }
+
+ private:
+  // Adds the ranks' vectors in rank order (in fp32 when as_float, as MPI_FLOAT sums).
+  std::vector<double> reduce(std::vector<double> mine, bool as_float) {
+    std::unique_lock<std::mutex> lock(hub_.mu);
+    if (hub_.arrived == 0) hub_.deposits.assign(static_cast<size_t>(hub_.size), {});
+    hub_.deposits[static_cast<size_t>(rank_)] = std::move(mine);
+    const int gen = hub_.generation;
+    if (++hub_.arrived == hub_.size) {
+      std::vector<double> acc = hub_.deposits[0];
+      std::vector<float> accf(acc.begin(), acc.end());
+      for (size_t r = 1; r < hub_.deposits.size(); ++r)
+        for (size_t i = 0; i < acc.size(); ++i) {
+          if (as_float)
+            accf[i] += static_cast<float>(hub_.deposits[r][i]);
+          else
+            acc[i] += hub_.deposits[r][i];
+        }
+      if (as_float) acc.assign(accf.begin(), accf.end());
+      hub_.result = acc;
+      hub_.arrived = 0;
+      ++hub_.generation;
+      hub_.cv.notify_all();
+    } else {
+      hub_.cv.wait(lock, [&] { return hub_.generation != gen; });
+    }
+    return hub_.result;
+  }
+  Hub& hub_;
+  int rank_;
+};
+
+// Micro-batch m's "gradients": two parameters (sizes 5 and 3) of values spread over many
+// magnitudes, so that adding them in another order changes the fp32 bits.
+std::vector<std::vector<float>> micro_grads(int m) {
+  std::mt19937 rng(1000 + static_cast<unsigned>(m));
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-20, 20);
+  std::vector<std::vector<float>> g{std::vector<float>(5), std::vector<float>(3)};
+  for (auto& p : g)
+    for (float& x : p) x = std::ldexp(mant(rng), ex(rng));
+  return g;
+}
+double micro_loss(int m) { return 0.1 * (m + 1) + 1e-9 * m * m; }
+
+struct StepResult {
+  std::vector<float> grads;  // both parameters, flattened
+  double loss = 0;
+};
+
+// World `world` with `accum` micro-batches per rank: each rank's result.
+std::vector<StepResult> run_world(int world, int accum, bool deterministic) {
+  Hub hub;
+  hub.size = world;
+  std::vector<StepResult> results(static_cast<size_t>(world));
+  auto body = [&](int rank) {
+    ThreadRank comm(hub, rank);
+    std::vector<float> p0(5), p1(3);
+    StepGradientSum sum(comm, {std::span<float>(p0), std::span<float>(p1)}, deterministic);
+    for (int step = 1; step <= 2; ++step) {  // twice: state is reset between steps
+      sum.begin_step();
+      for (int a = 0; a < accum; ++a) {
+        const auto g = micro_grads(rank * accum + a + 100 * step);
+        std::copy(g[0].begin(), g[0].end(), p0.begin());
+        std::copy(g[1].begin(), g[1].end(), p1.begin());
+        sum.add_micro_batch(micro_loss(rank * accum + a));
+      }
+      const double loss = sum.finish(step);
+      StepResult& r = results[static_cast<size_t>(rank)];
+      r.grads.assign(p0.begin(), p0.end());
+      r.grads.insert(r.grads.end(), p1.begin(), p1.end());
+      r.loss = loss;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) threads.emplace_back(body, r);
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+// The single-process order written out: micro-batch 0's gradients, then + 1, + 2, ... in fp32;
+// the loss 0 + l0 + l1 + ... in double.
+StepResult sequential(int micro_batches, int step) {
+  StepResult r;
+  r.grads.assign(8, 0.0f);
+  for (int m = 0; m < micro_batches; ++m) {
+    const auto g = micro_grads(m + 100 * step);
+    std::vector<float> flat(g[0]);
+    flat.insert(flat.end(), g[1].begin(), g[1].end());
+    for (size_t i = 0; i < flat.size(); ++i) r.grads[i] = m == 0 ? flat[i] : r.grads[i] + flat[i];
+    r.loss += micro_loss(m);
+  }
+  return r;
+}
+
+TEST(StepGradientSum, OrderedSumOverRanksIsBitIdenticalToOneProcess) {
+  for (const auto& [world, accum] : std::vector<std::pair<int, int>>{{1, 6}, {2, 3}, {3, 2}, {6, 1}, {4, 1}}) {
+    SCOPED_TRACE("world " + std::to_string(world) + " x accumulation " + std::to_string(accum));
+    const StepResult want = sequential(world * accum, 2);
+    for (const StepResult& got : run_world(world, accum, true)) {
+      ASSERT_EQ(got.grads.size(), want.grads.size());
+      for (size_t i = 0; i < want.grads.size(); ++i)
+        EXPECT_EQ(std::bit_cast<uint32_t>(got.grads[i]), std::bit_cast<uint32_t>(want.grads[i])) << "element " << i;
+      EXPECT_EQ(got.loss, want.loss);
+    }
+  }
+}
+
+// The test above can fail: adding the ranks' partial sums (the all-reduce form) changes bits for
+// these gradients, and stays within fp32 reassociation of the exact sum.
+TEST(StepGradientSum, AllReduceFormDiffersOnlyByReassociation) {
+  const StepResult want = sequential(6, 2);
+  const auto got = run_world(2, 3, false);
+  bool any_bit_differs = false;
+  for (size_t i = 0; i < want.grads.size(); ++i) {
+    EXPECT_EQ(got[0].grads[i], got[1].grads[i]) << "ranks disagree at " << i;
+    any_bit_differs = any_bit_differs || got[0].grads[i] != want.grads[i];
+    // Six terms: each addition rounds once, so the two orders differ by at most a few ulp of the
+    // largest partial sum; 6 * 2^-24 relative to the sum of magnitudes bounds it.
+    double mag = 0;
+    for (int m = 0; m < 6; ++m) {
+      const auto g = micro_grads(m + 200);
+      mag += static_cast<double>(std::abs(i < 5 ? g[0][i] : g[1][i - 5]));
+    }
+    EXPECT_LE(std::abs(static_cast<double>(got[0].grads[i]) - static_cast<double>(want.grads[i])), 2 * 6 * 0x1p-24 * mag) << "element " << i;
+  }
+  EXPECT_TRUE(any_bit_differs) << "these gradients were chosen so that the order of the sum shows";
+  EXPECT_NEAR(got[0].loss, want.loss, 1e-12);
+}
+
+}  // namespace
+}  // namespace medtune::dist
