@@ -35,6 +35,8 @@ target_link_libraries(medtune_deps INTERFACE ${OPENBLAS_LIB} OpenMP::OpenMP_CXX
   nlohmann_json::nlohmann_json Threads::Threads PkgConfig::PCRE2 yaml-cpp OpenSSL::Crypto ICU::uc)
 if(MEDTUNE_NATIVE)
   target_compile_options(medtune_deps INTERFACE -march=native)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  target_compile_options(medtune_deps INTERFACE -march=${MEDTUNE_X86_BASELINE})
 endif()
 if(MEDTUNE_SANITIZE)
   target_compile_options(medtune_deps INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer
