@@ -12,7 +12,9 @@ namespace {
 TEST(CpuFeatures, PathsAreOrderedAndTheActiveOneIsSupported) {
   EXPECT_TRUE(cpu_supports(Isa::kScalar));
   // A faster path implies the slower ones (each needs AVX2 + FMA + F16C under it).
-  if (cpu_supports(Isa::kAvxVnni) || cpu_supports(Isa::kAvx512Vnni)) EXPECT_TRUE(cpu_supports(Isa::kAvx2));
+  if (cpu_supports(Isa::kAvxVnni) || cpu_supports(Isa::kAvx512Vnni)) {
+    EXPECT_TRUE(cpu_supports(Isa::kAvx2));
+  }
   EXPECT_TRUE(cpu_supports(best_isa()));
   EXPECT_TRUE(cpu_supports(active_isa()));
   EXPECT_LE(static_cast<int>(active_isa()), static_cast<int>(best_isa()));

@@ -186,8 +186,7 @@ TEST(QuantExactness, ScaleTimesQuantIsExactInFp32) {
 TEST(QuantInfo, ReportsPath) {
   RecordProperty("simd", quant_detail::has_simd() ? "avx2" : "scalar");
   // Run-time dispatch: the AVX2 kernels run wherever the CPU has them (unless MEDTUNE_ISA caps it).
-  if (cpu_supports(Isa::kAvx2) && active_isa() >= Isa::kAvx2) EXPECT_TRUE(quant_detail::has_simd());
-  else EXPECT_FALSE(quant_detail::has_simd());
+  EXPECT_EQ(quant_detail::has_simd(), cpu_supports(Isa::kAvx2) && active_isa() >= Isa::kAvx2);
 }
 
 }  // namespace
