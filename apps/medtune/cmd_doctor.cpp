@@ -35,7 +35,31 @@ using nlohmann::json;
 // The instruction set the generic code was compiled for (it needs it), what this CPU has (cpuid,
 // at run time), and the kernel path each dispatched op takes here (core/cpu_features.h).
 json simd_levels() {
-  json detected = json::array();
+  json compiled = json::array(), detected = json::array();  // compiled: what the binary needs
+#if defined(__SSE4_2__)
+  compiled.push_back("sse4.2");
+#endif
+#if defined(__AVX__)
+  compiled.push_back("avx");
+#endif
+#if defined(__AVX2__)
+  compiled.push_back("avx2");
+#endif
+#if defined(__FMA__)
+  compiled.push_back("fma");
+#endif
+#if defined(__F16C__)
+  compiled.push_back("f16c");
+#endif
+#if defined(__AVX512F__)
+  compiled.push_back("avx512f");
+#endif
+#if defined(__AVX512BW__)
+  compiled.push_back("avx512bw");
+#endif
+#if defined(__aarch64__)
+  compiled.push_back("neon");
+#endif
   for (const std::string& f : cpu_feature_names(cpu_features())) detected.push_back(f);
 #if defined(__aarch64__)
   detected.push_back("neon");  // part of AArch64
@@ -56,6 +80,7 @@ json simd_levels() {
   };
   const char* env = std::getenv("MEDTUNE_ISA");
   return {{"compiled_baseline", compiled_baseline()},
+          {"compiled", compiled},
           {"detected", detected},
           {"kernel_paths", paths},
           {"active_path", isa_name(isa)},

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "backend/backend.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 
 #if defined(MEDTUNE_WITH_GPU)
@@ -36,6 +37,9 @@ Backend& for_device(const Device& d, Precision p) {
     if (p == Precision::kBf16)
       throw BadInput("precision bf16 runs on a GPU only so far (issue #17: the CPU computes in fp32 or int8): "
                      "use precision fp32 or int8 with device cpu");
+    // Settles the kernel path (and refuses a bad MEDTUNE_ISA with its message) here, before any
+    // op could first ask for it inside an OpenMP region, where an exception cannot escape.
+    (void)active_isa();
     return p == Precision::kInt8 ? cpu_int8() : cpu();
   }
   if (p == Precision::kInt8)
