@@ -33,8 +33,12 @@ add_library(medtune_deps INTERFACE)
 target_include_directories(medtune_deps SYSTEM INTERFACE ${CBLAS_INCLUDE_DIR})
 target_link_libraries(medtune_deps INTERFACE ${OPENBLAS_LIB} OpenMP::OpenMP_CXX
   nlohmann_json::nlohmann_json Threads::Threads PkgConfig::PCRE2 yaml-cpp OpenSSL::Crypto ICU::uc)
+# C++ (and C) only: nvcc and hipcc do not take -march for device code (the GPU build's host C++
+# files still get it).
 if(MEDTUNE_NATIVE)
-  target_compile_options(medtune_deps INTERFACE -march=native)
+  target_compile_options(medtune_deps INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:-march=native>)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
+  target_compile_options(medtune_deps INTERFACE $<$<COMPILE_LANGUAGE:CXX,C>:-march=${MEDTUNE_X86_BASELINE}>)
 endif()
 if(MEDTUNE_SANITIZE)
   target_compile_options(medtune_deps INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer

@@ -21,6 +21,10 @@ bash scripts/build.sh
 # -LE soak: the 2,000-step stability run (tests/e2e/soak_2000_steps.sh) is run by hand: ctest -L soak
 ctest --test-dir build --output-on-failure -j"$jobs" -LE soak | tee build/ctest.log
 total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' build/ctest.log | tail -n 1)
+# The dispatched kernels' scalar paths too (core/cpu_features.h), which the CPU's best path hides.
+echo "== core and ops unit tests on the scalar kernel path (MEDTUNE_ISA=scalar)"
+MEDTUNE_ISA=scalar build/tests/test_core --gtest_brief=1
+MEDTUNE_ISA=scalar build/tests/test_ops --gtest_brief=1
 
 echo "== Unit tests under AddressSanitizer + UBSan"
 # Only the unit-test binaries (the stage runs nothing else); -g1 (line tables only) keeps the

@@ -7,6 +7,7 @@
 #include <cblas.h>  // OpenBLAS's, which also declares openblas_get_config() and friends
 #include <omp.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,9 @@
 #include <vector>
 
 #include "commands.h"
+#include "core/cpu_features.h"
+#include "core/quant_int8.h"
+#include "ops/ops.h"
 
 #if defined(MEDTUNE_WITH_GPU)
 #include "gpu/runtime.h"
@@ -28,10 +32,10 @@ namespace {
 
 using nlohmann::json;
 
-// SIMD extensions the binary was compiled to use (it needs them) and those this CPU has.
+// The instruction set the generic code was compiled for (it needs it), what this CPU has (cpuid,
+// at run time), and the kernel path each dispatched op takes here (core/cpu_features.h).
 json simd_levels() {
-  json compiled = json::array(), detected = json::array();
-#if defined(__x86_64__) || defined(__i386__)
+  json compiled = json::array(), detected = json::array();  // compiled: what the binary needs
 #if defined(__SSE4_2__)
   compiled.push_back("sse4.2");
 #endif
@@ -44,24 +48,45 @@ json simd_levels() {
 #if defined(__FMA__)
   compiled.push_back("fma");
 #endif
+#if defined(__F16C__)
+  compiled.push_back("f16c");
+#endif
 #if defined(__AVX512F__)
   compiled.push_back("avx512f");
 #endif
 #if defined(__AVX512BW__)
   compiled.push_back("avx512bw");
 #endif
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("sse4.2")) detected.push_back("sse4.2");
-  if (__builtin_cpu_supports("avx")) detected.push_back("avx");
-  if (__builtin_cpu_supports("avx2")) detected.push_back("avx2");
-  if (__builtin_cpu_supports("fma")) detected.push_back("fma");
-  if (__builtin_cpu_supports("avx512f")) detected.push_back("avx512f");
-  if (__builtin_cpu_supports("avx512bw")) detected.push_back("avx512bw");
-#elif defined(__aarch64__)
-  compiled.push_back("neon");  // part of AArch64
-  detected.push_back("neon");
+#if defined(__aarch64__)
+  compiled.push_back("neon");
 #endif
-  return {{"compiled", compiled}, {"detected", detected}};
+  for (const std::string& f : cpu_feature_names(cpu_features())) detected.push_back(f);
+#if defined(__aarch64__)
+  detected.push_back("neon");  // part of AArch64
+#endif
+  const Isa isa = active_isa();
+  json paths = json::array();
+  for (Isa p : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni})
+    if (cpu_supports(p)) paths.push_back(isa_name(p));
+  const std::string fp32_quant = isa >= Isa::kAvx2 ? "avx2 (fused dequantize-dot, dequantize + OpenBLAS sgemm)"
+                                                   : "scalar (dequantize + OpenBLAS sgemm)";
+  json kernels = {
+      {"fp32 F32 weights", "OpenBLAS sgemm/sgemv (its own CPU dispatch)"},
+      {"fp32 Q8_0 Q4_0 Q4_1 Q4_K Q6_K F16 BF16 weights", fp32_quant},
+      {"fp32 NF4 weights", isa >= Isa::kAvx2 ? "avx2" : "scalar"},
+      {"int8 Q8_0 Q4_0 Q4_1 weights", std::string(isa_name(int8::kernel_isa())) + " (int8 dot products)"},
+      {"int8 Q4_K Q6_K NF4 F16 F32 weights", "fp32 path (no int8 kernel yet)"},
+      {"softmax/SiLU exp", ops::vec_exp_compiled() ? "avx2 (compiled into the baseline)" : "std::exp"},
+  };
+  const char* env = std::getenv("MEDTUNE_ISA");
+  return {{"compiled_baseline", compiled_baseline()},
+          {"compiled", compiled},
+          {"detected", detected},
+          {"kernel_paths", paths},
+          {"active_path", isa_name(isa)},
+          {"capped_by_MEDTUNE_ISA", env != nullptr && *env != '\0'},
+          {"kernels", kernels},
+          {"precisions", json::array({"fp32", "int8"})}};
 }
 
 json cpu_backend() {
@@ -143,8 +168,15 @@ void print_text(const json& r) {
     if (name == "cpu") {
       std::cout << "  cpu   " << be["threads"] << " OpenMP threads (" << be["hardware_threads"]
                 << " hardware threads)\n"
-                << "        SIMD compiled for: " << join(be["simd"]["compiled"])
+                << "        compiled for -march=" << be["simd"]["compiled_baseline"].get<std::string>()
                 << "; this CPU has: " << join(be["simd"]["detected"]) << "\n"
+                << "        kernel paths this CPU can take: " << join(be["simd"]["kernel_paths"])
+                << "; taking: " << be["simd"]["active_path"].get<std::string>()
+                << (be["simd"]["capped_by_MEDTUNE_ISA"].get<bool>() ? " (capped by MEDTUNE_ISA)" : "") << "\n"
+                << "        precisions: " << join(be["simd"]["precisions"]) << " (bf16: GPU only so far)\n";
+      for (const auto& [op, path] : be["simd"]["kernels"].items())
+        std::cout << "          " << op << ": " << path.get<std::string>() << "\n";
+      std::cout
                 << "        BLAS: " << be["blas"]["library"].get<std::string>() << " ("
                 << be["blas"]["config"].get<std::string>() << "; core "
                 << be["blas"]["core"].get<std::string>() << ", " << be["blas"]["threads"]

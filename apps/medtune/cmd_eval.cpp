@@ -19,6 +19,7 @@
 #include "cli_checks.h"
 #include "commands.h"
 #include "backend/backend.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "dist/launch.h"
 #include "eval/compare.h"
@@ -292,6 +293,7 @@ void run_eval(const EvalArgs& a) {
     prov["device"] = be.device().str();
     prov["backend"] = be.describe();
     prov["precision"] = backend::precision_name(be.precision());
+    if (be.device().is_cpu()) prov["cpu_kernel_path"] = isa_name(active_isa());  // core/cpu_features.h
     prov["threads"] = omp_get_max_threads();
     if (comm.size() > 1) prov["world_size"] = comm.size();
     prov["seconds"] = seconds;
@@ -347,7 +349,7 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", a->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")
       ->capture_default_str();
-  cmd->add_option("--precision", a->precision, "Linear layers' arithmetic: fp32 | bf16 | auto (bf16 on a GPU)")
+  cmd->add_option("--precision", a->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; int8: CPU, Q8_0/Q4_0/Q4_1 weights)")
       ->capture_default_str();
   CLI::Option* out = cmd->add_option("--out", a->out,
                                      "Directory for report.json, report.html, predictions.jsonl "

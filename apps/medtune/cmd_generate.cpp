@@ -1,5 +1,5 @@
 // medtune generate MODEL -p TEXT [--chat] [--system S] [--adapter DIR] [-n N] [--temperature T] [--top-k K]
-//                  [--top-p P] [--seed S] [--device cpu|gpu|gpu:N] [--precision fp32|bf16|auto] [--json] [-q]
+//                  [--top-p P] [--seed S] [--device cpu|gpu|gpu:N] [--precision fp32|bf16|int8|auto] [--json] [-q]
 // Streams the answer to stdout as it is produced, never splitting a UTF-8 character, then prints
 // the prompt and decode timings and why it stopped on stderr (as llama.cpp prints its timings).
 // With --json, prints one JSON object instead: the text, the tokens, the stop reason and the timings.
@@ -12,6 +12,7 @@
 #include "cli_checks.h"
 #include "commands.h"
 #include "backend/backend.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 #include "model/generate.h"
 #include "model/llama.h"
@@ -74,7 +75,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", args->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")
       ->capture_default_str();
-  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | auto (bf16 on a GPU)")
+  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; int8: CPU, Q8_0/Q4_0/Q4_1 weights)")
       ->capture_default_str();
   cmd->add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate at most (capped by the context length)")->check(integer_in(1));
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy (default)")->check(number_in(0, 100));
@@ -174,6 +175,8 @@ void add_generate_command(CLI::App& app) {
       j["completion_tokens"] = stats.new_tokens;
       j["timings"] = timings_json(stats);
       j["device"] = be.describe();
+      j["precision"] = backend::precision_name(be.precision());
+      if (be.device().is_cpu()) j["cpu_kernel_path"] = isa_name(active_isa());  // core/cpu_features.h
       std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return;
     }

@@ -205,7 +205,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--device", args->device,
                   "Where to compute: cpu | gpu | gpu:N (the config key device; a GPU build, docs/gpu.md)");
   cmd->add_option("--precision", args->precision,
-                  "Linear layers' arithmetic: fp32 | bf16 | auto (bf16 on a GPU; the config key precision)");
+                  "Linear layers' arithmetic: fp32 | bf16 | auto (bf16 on a GPU; the config key precision; int8 is refused: inference only)");
   cmd->add_flag("--skip-invalid", args->skip_invalid,
                 "Leave out (and count) dataset records that are invalid instead of stopping (the config key skip_invalid)");
   cmd->add_option("--max-runtime", args->max_runtime,

@@ -137,11 +137,14 @@ class Backend {
 // The CPU backend, shared by every caller (it holds no per-call state: each op's scratch is the
 // calling thread's, so row shards may call it from several threads at once).
 Backend& cpu();
+// The CPU backend on the int8 route (precision int8: ops::linear_forward_int8); every other op
+// as cpu().
+Backend& cpu_int8();
 
 // The backend for `d` computing at `p`: the CPU one, or the GPU backend of this build for device
 // d.index, created on first use and kept for the life of the process (one per device and
 // precision). BadInput when this build has no GPU backend (naming how to build one), the device
-// does not exist, or the CPU is asked for bf16 (not there yet: issue #17).
+// does not exist, the CPU is asked for bf16 (not there yet: issue #17) or a GPU for int8.
 Backend& for_device(const Device& d, Precision p = Precision::kFp32);
 
 // Whether this build has a GPU backend compiled in, and its name ("cuda", "hip") or "".

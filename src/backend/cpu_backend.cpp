@@ -33,15 +33,16 @@ int blas_int(int64_t v, const char* what) {
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(Precision p) : precision_(p) {}
   Device device() const override { return {}; }
-  Precision precision() const override { return Precision::kFp32; }
+  Precision precision() const override { return precision_; }
 
   std::string describe() const override {
     int threads = 1;
 #if defined(_OPENMP)
     threads = omp_get_max_threads();
 #endif
-    return "cpu (fp32, OpenBLAS, " + std::to_string(threads) + " threads)";
+    return std::string("cpu (") + precision_name(precision_) + ", OpenBLAS, " + std::to_string(threads) + " threads)";
   }
 
   void* allocate(size_t bytes) override {
@@ -97,10 +98,12 @@ class CpuBackend final : public Backend {
   }
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
                       int64_t N) override {
-    ops::linear_forward(y, x, w, bias, N);
+    if (precision_ == Precision::kInt8) ops::linear_forward_int8(y, x, w, bias, N);
+    else ops::linear_forward(y, x, w, bias, N);
   }
   void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
                              bool accumulate) override {
+    // fp32 in every precision: int8 is for inference (training refuses it, train_config.cpp).
     ops::linear_backward_input(dx, dy, w, N, accumulate);
   }
   void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
@@ -148,12 +151,20 @@ class CpuBackend final : public Backend {
                 blas_int(K, "K"), alpha, A, blas_int(lda, "lda"), B, blas_int(ldb, "ldb"), beta, C,
                 blas_int(ldc, "ldc"));
   }
+
+ private:
+  Precision precision_;
 };
 
 }  // namespace
 
 Backend& cpu() {
-  static CpuBackend backend;
+  static CpuBackend backend(Precision::kFp32);
+  return backend;
+}
+
+Backend& cpu_int8() {
+  static CpuBackend backend(Precision::kInt8);
   return backend;
 }
 

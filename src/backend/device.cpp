@@ -23,13 +23,21 @@ Device parse_device(const std::string& s, const std::string& what) {
   throw BadInput(what + ": '" + s + "' is not a device; use cpu, gpu or gpu:N (N = 0, 1, ...)");
 }
 
-const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kInt8: return "int8";
+    case Precision::kFp32: break;
+  }
+  return "fp32";
+}
 
 Precision parse_precision(const std::string& s, const Device& d, const std::string& what) {
   if (s == "fp32") return Precision::kFp32;
   if (s == "bf16") return Precision::kBf16;
+  if (s == "int8") return Precision::kInt8;
   if (s == "auto") return d.is_cpu() ? Precision::kFp32 : Precision::kBf16;
-  throw BadInput(what + ": '" + s + "' is not a precision; use fp32, bf16 or auto (bf16 on a GPU, fp32 on the CPU)");
+  throw BadInput(what + ": '" + s + "' is not a precision; use fp32, bf16, int8 or auto (bf16 on a GPU, fp32 on the CPU)");
 }
 
 }  // namespace medtune::backend

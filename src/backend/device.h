@@ -24,9 +24,13 @@ Device parse_device(const std::string& s, const std::string& what);
 //   fp32  fp32 inputs and accumulation: what matches transformers in fp32 (the CPU's only mode);
 //   bf16  inputs rounded to bf16, products and sums in fp32 (tensor cores on a GPU); adapters,
 //         gradients and optimizer state stay fp32.
-enum class Precision { kFp32, kBf16 };
-const char* precision_name(Precision p);  // "fp32", "bf16"
-// "fp32", "bf16", or "auto": bf16 on a GPU, fp32 on the CPU. BadInput naming `what` otherwise.
+//   int8  CPU inference on quantized bases: activations quantized per block of 32 to int8 and
+//         integer dot products against Q8_0/Q4_0/Q4_1 weights (core/quant_int8.h); weights of
+//         other dtypes, and every other op, stay fp32. Not for training (no backward).
+enum class Precision { kFp32, kBf16, kInt8 };
+const char* precision_name(Precision p);  // "fp32", "bf16", "int8"
+// "fp32", "bf16", "int8", or "auto": bf16 on a GPU, fp32 on the CPU. BadInput naming `what`
+// otherwise.
 Precision parse_precision(const std::string& s, const Device& d, const std::string& what);
 
 }  // namespace medtune::backend

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "backend/backend.h"
+#include "core/cpu_features.h"
 #include "core/error.h"
 
 #if defined(MEDTUNE_WITH_GPU)
@@ -33,11 +34,17 @@ const char* gpu_backend_name() {
 
 Backend& for_device(const Device& d, Precision p) {
   if (d.is_cpu()) {
-    if (p != Precision::kFp32)
-      throw BadInput(std::string("precision ") + precision_name(p) +
-                     " runs on a GPU only so far (the CPU computes in fp32): use precision fp32 with device cpu");
-    return cpu();
+    if (p == Precision::kBf16)
+      throw BadInput("precision bf16 runs on a GPU only so far (issue #17: the CPU computes in fp32 or int8): "
+                     "use precision fp32 or int8 with device cpu");
+    // Settles the kernel path (and refuses a bad MEDTUNE_ISA with its message) here, before any
+    // op could first ask for it inside an OpenMP region, where an exception cannot escape.
+    (void)active_isa();
+    return p == Precision::kInt8 ? cpu_int8() : cpu();
   }
+  if (p == Precision::kInt8)
+    throw BadInput("precision int8 runs on the CPU only (its kernels are x86 SIMD): use device cpu, or precision "
+                   "bf16 or fp32 on " + d.str());
 #if defined(MEDTUNE_WITH_GPU)
   static std::mutex mutex;
   static std::map<std::pair<int, Precision>, std::unique_ptr<Backend>> gpus;

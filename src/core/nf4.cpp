@@ -26,12 +26,8 @@
 
 #include "core/error.h"
 
-#if defined(__AVX2__)
-#define MEDTUNE_NF4_AVX2 1
-#include <immintrin.h>
-#else
-#define MEDTUNE_NF4_AVX2 0
-#endif
+#include "core/cpu_features.h"
+#include "core/nf4_kernels.h"
 
 namespace medtune::nf4 {
 
@@ -317,48 +313,23 @@ void dequantize_blocks_scalar(const uint8_t* blocks, float* out, int64_t n) {
   }
 }
 
-#if MEDTUNE_NF4_AVX2
 namespace {
-// 64 values of one block: codes -> table lookup with two 8-entry permutes, times the scale.
-inline void block_avx2(const uint8_t* qs, float scale, float* out) {
-  const __m256 lo_tab = _mm256_loadu_ps(kCode.data()), hi_tab = _mm256_loadu_ps(kCode.data() + 8);
-  const __m256 vs = _mm256_set1_ps(scale);
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  for (int h = 0; h < 2; ++h) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * h));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m4), lo = _mm_and_si128(bytes, m4);
-    // element order: hi0 lo0 hi1 lo1 ...
-    const __m128i codes[2] = {_mm_unpacklo_epi8(hi, lo), _mm_unpackhi_epi8(hi, lo)};
-    for (int k = 0; k < 2; ++k) {
-      for (int e = 0; e < 2; ++e) {
-        const __m128i c8 = e == 0 ? codes[k] : _mm_srli_si128(codes[k], 8);
-        const __m256i idx = _mm256_cvtepu8_epi32(c8);
-        const __m256 a = _mm256_permutevar8x32_ps(lo_tab, idx), b = _mm256_permutevar8x32_ps(hi_tab, idx);
-        const __m256 v = _mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
-        _mm256_storeu_ps(out + 32 * h + 16 * k + 8 * e, _mm256_mul_ps(v, vs));
-      }
-    }
-  }
+// The AVX2 kernels (nf4_avx2.cpp) run when this CPU has AVX2 + FMA and MEDTUNE_ISA allows them.
+bool use_avx2() {
+  static const bool yes = active_isa() >= Isa::kAvx2;
+  return yes;
 }
 }  // namespace
-#endif
 
 void dequantize_blocks(const uint8_t* blocks, float* out, int64_t n) {
-#if MEDTUNE_NF4_AVX2
-  for (int64_t b = 0; b < n / kBlock; ++b, blocks += kRowBlockBytes, out += kBlock) {
-    float am;
-    std::memcpy(&am, blocks, 4);
-    block_avx2(blocks + 4, am, out);
-  }
-#else
-  dequantize_blocks_scalar(blocks, out, n);
-#endif
+  if (use_avx2()) nf4_detail::dequantize_blocks_avx2(blocks, out, n, kCode.data());
+  else dequantize_blocks_scalar(blocks, out, n);
 }
 
 void dequantize(const uint8_t* packed, const float* absmax, float* out, int64_t n) {
-#if MEDTUNE_NF4_AVX2
+  if (!use_avx2()) return dequantize_scalar(packed, absmax, out, n);
   const int64_t full = n / kBlock;
-  for (int64_t b = 0; b < full; ++b) block_avx2(packed + b * kBlock / 2, absmax[b], out + b * kBlock);
+  nf4_detail::dequantize_full_blocks_avx2(packed, absmax, out, full, kCode.data());
   const int64_t done = full * kBlock;
   // a short last block: scalar (bytes past n / 2 may not exist)
   for (int64_t i = done; i < n; ++i) {
@@ -366,25 +337,15 @@ void dequantize(const uint8_t* packed, const float* absmax, float* out, int64_t 
     const int c = (i % 2 == 0) ? (byte >> 4) : (byte & 0x0F);
     out[i] = kCode[static_cast<size_t>(c)] * absmax[i / kBlock];
   }
-#else
-  dequantize_scalar(packed, absmax, out, n);
-#endif
 }
 
 float dot_blocks(const uint8_t* blocks, const float* x, int64_t n) {
-  alignas(32) float tmp[kBlock];
+  if (use_avx2()) return nf4_detail::dot_blocks_avx2(blocks, x, n, kCode.data());
+  float tmp[kBlock];
   float acc = 0.0f;
   for (int64_t b = 0; b < n / kBlock; ++b, blocks += kRowBlockBytes, x += kBlock) {
-    dequantize_blocks(blocks, tmp, kBlock);
-#if MEDTUNE_NF4_AVX2
-    __m256 s = _mm256_setzero_ps();
-    for (int j = 0; j < kBlock; j += 8) s = _mm256_fmadd_ps(_mm256_load_ps(tmp + j), _mm256_loadu_ps(x + j), s);
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, s);
-    for (float l : lanes) acc += l;
-#else
+    dequantize_blocks_scalar(blocks, tmp, kBlock);
     for (int j = 0; j < kBlock; ++j) acc += tmp[j] * x[j];
-#endif
   }
   return acc;
 }
@@ -403,6 +364,6 @@ std::vector<uint8_t> row_blocks(const uint8_t* packed, const float* absmax, int6
   return out;
 }
 
-bool has_simd() { return MEDTUNE_NF4_AVX2 != 0; }
+bool has_simd() { return use_avx2(); }
 
 }  // namespace medtune::nf4

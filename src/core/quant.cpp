@@ -3,8 +3,9 @@
 // Two paths, always both compiled where the CPU allows:
 //   - a plain scalar reference (quant_detail::*_scalar), written to read like ggml's
 //     dequantize_row_* in ggml-quants.c, and
-//   - an AVX2/FMA/F16C path used by dequantize_row / dot_row when the build targets it
-//     (-march=native on a machine with AVX2).
+//   - an AVX2/FMA/F16C path (quant_avx2.cpp, compiled with those flags whatever the baseline)
+//     used by dequantize_row / dot_row when this CPU has them (core/cpu_features.h: run-time
+//     dispatch, capped by MEDTUNE_ISA=scalar).
 // dequantize_row is bit-exact on both paths and with ggml's reference (and gguf-py's numpy port):
 // every value is computed with the same fp32 operations in the same order. Whether the compiler
 // contracts a multiply and an add into an FMA cannot change a result either, because every
@@ -37,12 +38,8 @@
 #include "core/error.h"
 #include "core/half.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define MEDTUNE_QUANT_AVX2 1
-#include <immintrin.h>
-#else
-#define MEDTUNE_QUANT_AVX2 0
-#endif
+#include "core/cpu_features.h"
+#include "core/quant_kernels.h"
 
 namespace medtune {
 
@@ -90,6 +87,12 @@ inline int q6k_value(const uint8_t* ql, const uint8_t* qh, int g, int l) {
   const int lo = (g & 1) ? ql[l + 32] : ql[l];
   const int nib = (g < 2) ? (lo & 0xF) : (lo >> 4);
   return nib | (((qh[l] >> (2 * g)) & 3) << 4);
+}
+
+// The AVX2 kernels run when this CPU has AVX2, FMA and F16C and MEDTUNE_ISA allows them.
+bool use_avx2() {
+  static const bool yes = active_isa() >= Isa::kAvx2;
+  return yes;
 }
 
 [[noreturn]] void unsupported(const char* fn, DType t) {
@@ -203,357 +206,45 @@ float dot_row_scalar(DType t, const void* src, const float* x, int64_t n) {
 }
 
 bool has_simd() {
-  return MEDTUNE_QUANT_AVX2 != 0;
+  return use_avx2();
+}
+
+float load_f16_scalar(const uint8_t* p) {
+  return load_f16(p);
+}
+float load_bf16_scalar(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return bf16_to_f32(h);
+}
+void q4k_block_factors(const uint8_t* blk, float d, float dmin, float ds[8], float dm[8]) {
+  q4k_factors(blk, d, dmin, ds, dm);
 }
 
 }  // namespace quant_detail
 
-// ======================================================================= AVX2 path
-#if MEDTUNE_QUANT_AVX2
-namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// An f16 scale via F16C: exact like f16_to_f32 (which loops over subnormals), and branch-free.
-inline float load_f16_fast(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-inline __m128i load128(const uint8_t* p) {
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-}
-inline __m256i load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-// 8 signed bytes (the low 8 of v) -> 8 floats, exactly.
-inline __m256 i8x8_to_ps(__m128i v) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
-}
-inline __m128i hi64(__m128i v) {
-  return _mm_srli_si128(v, 8);
-}
-
-// Four groups of 8 elements of a 32-element block, as floats.
-struct Block32 {
-  __m256 v[4];
-};
-
-inline __m128i load64(const uint8_t* p) {
-  return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-}
-
-inline Block32 q8_0_values(const uint8_t* p) {
-  Block32 b;
-  for (int k = 0; k < 4; ++k) b.v[k] = i8x8_to_ps(load64(p + 2 + 8 * k));  // vpmovsxbd from memory
-  return b;
-}
-
-// 8 bytes -> 8 int32 lanes (vpmovzxbd straight from memory); the low nibbles of those lanes are
-// 8 consecutive elements and the high nibbles the 8 elements 16 (Q4_0/Q4_1) or 32 (Q4_K) later.
-inline __m256i bytes_to_lanes(const uint8_t* p) {
-  return _mm256_cvtepu8_epi32(load64(p));
-}
-inline __m256 lo_nibbles(__m256i w) {
-  return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(15)));
-}
-inline __m256 hi_nibbles(__m256i w) {
-  return _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 4));
-}
-
-// Q4_0 (qs at offset 2, minus 8) and Q4_1 (qs at offset 4, unsigned) quants of one block.
-inline Block32 q4_values(const uint8_t* qs, bool minus8) {
-  __m256i w0 = bytes_to_lanes(qs), w1 = bytes_to_lanes(qs + 8);
-  Block32 b;
-  if (minus8) {
-    const __m256i m15 = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
-    b.v[0] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(w0, m15), eight));
-    b.v[1] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(w1, m15), eight));
-    b.v[2] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(w0, 4), eight));
-    b.v[3] = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(w1, 4), eight));
-  } else {
-    b.v[0] = lo_nibbles(w0);
-    b.v[1] = lo_nibbles(w1);
-    b.v[2] = hi_nibbles(w0);
-    b.v[3] = hi_nibbles(w1);
-  }
-  return b;
-}
-
-// Q4_K: one chunk of 32 bytes -> sub-block 2j (low nibbles) and 2j+1 (high nibbles).
-inline void q4k_chunk(const uint8_t* qs, Block32* lo, Block32* hi) {
-  for (int k = 0; k < 4; ++k) {
-    const __m256i w = bytes_to_lanes(qs + 8 * k);
-    lo->v[k] = lo_nibbles(w);
-    hi->v[k] = hi_nibbles(w);
-  }
-}
-
-// Q6_K: the four 32-value groups of one half (ql: 64 bytes, qh: 32 bytes) as signed bytes
-// q - 32, group g holding elements 32g .. 32g+31 of the half.
-inline void q6k_groups(const uint8_t* ql, const uint8_t* qh, __m256i g[4]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i m2 = _mm256_set1_epi8(0x03);
-  const __m256i off = _mm256_set1_epi8(32);
-  const __m256i l0 = load256(ql), l1 = load256(ql + 32), h = load256(qh);
-  const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(h, m2), 4);
-  const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4);
-  const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2), 4);
-  const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 4);
-  g[0] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l0, m4), h0), off);
-  g[1] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(l1, m4), h1), off);
-  g[2] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2), off);
-  g[3] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3), off);
-}
-
-void dequantize_avx2(DType t, const uint8_t* p, float* y, int64_t n) {
-  switch (t) {
-    case DType::F16: {
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(load128(p + 2 * i)));
-      for (; i < n; ++i) y[i] = load_f16(p + 2 * i);
-      return;
-    }
-    case DType::BF16: {
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8) {
-        const __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p + 2 * i)), 16);
-        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(w));
-      }
-      for (; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        y[i] = bf16_to_f32(h);
-      }
-      return;
-    }
-    case DType::Q8_0:
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ8_0Bytes, y += kQK) {
-        const __m256 d = _mm256_set1_ps(load_f16_fast(p));
-        const Block32 q = q8_0_values(p);
-        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(q.v[k], d));
-      }
-      return;
-    case DType::Q4_0:
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ4_0Bytes, y += kQK) {
-        const __m256 d = _mm256_set1_ps(load_f16_fast(p));
-        const Block32 q = q4_values(p + 2, true);
-        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(q.v[k], d));
-      }
-      return;
-    case DType::Q4_1:
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ4_1Bytes, y += kQK) {
-        const __m256 d = _mm256_set1_ps(load_f16_fast(p));
-        const __m256 m = _mm256_set1_ps(load_f16_fast(p + 2));
-        const Block32 q = q4_values(p + 4, false);
-        for (int k = 0; k < 4; ++k)
-          _mm256_storeu_ps(y + 8 * k, _mm256_add_ps(_mm256_mul_ps(q.v[k], d), m));
-      }
-      return;
-    case DType::Q4_K:
-      for (int64_t b = 0; b < n / kQKK; ++b, p += kQ4_KBytes) {
-        float ds[8], dm[8];
-        q4k_factors(p, load_f16_fast(p), load_f16_fast(p + 2), ds, dm);
-        const uint8_t* qs = p + 16;
-        for (int j = 0; j < 4; ++j, qs += 32) {
-          Block32 q[2];
-          q4k_chunk(qs, &q[0], &q[1]);
-          for (int s = 0; s < 2; ++s, y += 32) {
-            const __m256 d = _mm256_set1_ps(ds[2 * j + s]);
-            const __m256 m = _mm256_set1_ps(dm[2 * j + s]);
-            for (int k = 0; k < 4; ++k)
-              _mm256_storeu_ps(y + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d, q[s].v[k]), m));
-          }
-        }
-      }
-      return;
-    case DType::Q6_K:
-      for (int64_t b = 0; b < n / kQKK; ++b, p += kQ6_KBytes) {
-        const float d = load_f16_fast(p + 208);
-        const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
-        for (int h = 0; h < 2; ++h, y += 128) {
-          __m256i g[4];
-          q6k_groups(p + 64 * h, p + 128 + 32 * h, g);
-          for (int gi = 0; gi < 4; ++gi) {
-            const __m128i a = _mm256_castsi256_si128(g[gi]);
-            const __m128i c = _mm256_extracti128_si256(g[gi], 1);
-            const __m256 d0 = _mm256_set1_ps(d * static_cast<float>(sc[8 * h + 2 * gi]));
-            const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(sc[8 * h + 2 * gi + 1]));
-            float* o = y + 32 * gi;
-            _mm256_storeu_ps(o, _mm256_mul_ps(d0, i8x8_to_ps(a)));
-            _mm256_storeu_ps(o + 8, _mm256_mul_ps(d0, i8x8_to_ps(hi64(a))));
-            _mm256_storeu_ps(o + 16, _mm256_mul_ps(d1, i8x8_to_ps(c)));
-            _mm256_storeu_ps(o + 24, _mm256_mul_ps(d1, i8x8_to_ps(hi64(c))));
-          }
-        }
-      }
-      return;
-    default: quant_detail::dequantize_row_scalar(t, p, y, n);  // F32: a copy
-  }
-}
-
-// Sum of q[k] * x[8k..8k+7] over a 32-element block, as 8 lanes (2 chains for latency).
-inline __m256 block_dot(const Block32& q, const float* x) {
-  __m256 a = _mm256_mul_ps(q.v[0], _mm256_loadu_ps(x));
-  __m256 b = _mm256_mul_ps(q.v[1], _mm256_loadu_ps(x + 8));
-  a = _mm256_fmadd_ps(q.v[2], _mm256_loadu_ps(x + 16), a);
-  b = _mm256_fmadd_ps(q.v[3], _mm256_loadu_ps(x + 24), b);
-  return _mm256_add_ps(a, b);
-}
-
-// Plain types: four independent 8-lane accumulators; `load(i)` gives 8 floats of the row.
-template <typename Load>
-float dot_plain(const float* x, int64_t n, Load load, float (*scalar_at)(const uint8_t*, int64_t),
-                const uint8_t* p) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int k = 0; k < 4; ++k)
-      acc[k] = _mm256_fmadd_ps(load(i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
-  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), acc[0]);
-  float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; i < n; ++i) s += scalar_at(p, i) * x[i];
-  return s;
-}
-
-float f32_at(const uint8_t* p, int64_t i) {
-  float f;
-  std::memcpy(&f, p + 4 * i, 4);
-  return f;
-}
-float f16_at(const uint8_t* p, int64_t i) {
-  return load_f16(p + 2 * i);
-}
-float bf16_at(const uint8_t* p, int64_t i) {
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  return bf16_to_f32(h);
-}
-
-float dot_avx2(DType t, const uint8_t* p, const float* x, int64_t n) {
-  switch (t) {
-    case DType::F32:
-      return dot_plain(
-          x, n, [p](int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i); },
-          f32_at, p);
-    case DType::F16:
-      return dot_plain(
-          x, n, [p](int64_t i) { return _mm256_cvtph_ps(load128(p + 2 * i)); }, f16_at, p);
-    case DType::BF16:
-      return dot_plain(
-          x, n,
-          [p](int64_t i) {
-            return _mm256_castsi256_ps(
-                _mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p + 2 * i)), 16));
-          },
-          bf16_at, p);
-    case DType::Q8_0: {
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ8_0Bytes, x += kQK)
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16_fast(p)), block_dot(q8_0_values(p), x), acc);
-      return hsum(acc);
-    }
-    case DType::Q4_0: {
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ4_0Bytes, x += kQK)
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16_fast(p)),
-                              block_dot(q4_values(p + 2, true), x), acc);
-      return hsum(acc);
-    }
-    case DType::Q4_1: {
-      // fma(q, d, m) is exactly the dequantized value (q*d is exact, see the top of the file), so
-      // this is sum(value * x) in another order, with no cancellation between d*q and m.
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                       _mm256_setzero_ps()};
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ4_1Bytes, x += kQK) {
-        const __m256 d = _mm256_set1_ps(load_f16_fast(p));
-        const __m256 m = _mm256_set1_ps(load_f16_fast(p + 2));
-        const Block32 q = q4_values(p + 4, false);
-        for (int k = 0; k < 4; ++k)
-          acc[k] =
-              _mm256_fmadd_ps(_mm256_fmadd_ps(q.v[k], d, m), _mm256_loadu_ps(x + 8 * k), acc[k]);
-      }
-      return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    }
-    case DType::Q4_K: {
-      // As Q4_1: fmsub(q, d*sc, dmin*m) is exactly the dequantized value.
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                       _mm256_setzero_ps()};
-      for (int64_t b = 0; b < n / kQKK; ++b, p += kQ4_KBytes) {
-        float ds[8], dm[8];
-        q4k_factors(p, load_f16_fast(p), load_f16_fast(p + 2), ds, dm);
-        const uint8_t* qs = p + 16;
-        for (int j = 0; j < 4; ++j, qs += 32) {
-          Block32 q[2];
-          q4k_chunk(qs, &q[0], &q[1]);
-          for (int s = 0; s < 2; ++s, x += 32) {
-            const __m256 d = _mm256_set1_ps(ds[2 * j + s]);
-            const __m256 m = _mm256_set1_ps(dm[2 * j + s]);
-            for (int k = 0; k < 4; ++k)
-              acc[k] = _mm256_fmadd_ps(_mm256_fmsub_ps(q[s].v[k], d, m), _mm256_loadu_ps(x + 8 * k),
-                                       acc[k]);
-          }
-        }
-      }
-      return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    }
-    case DType::Q6_K: {
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t b = 0; b < n / kQKK; ++b, p += kQ6_KBytes) {
-        const float d = load_f16_fast(p + 208);
-        const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
-        for (int h = 0; h < 2; ++h) {
-          __m256i g[4];
-          q6k_groups(p + 64 * h, p + 128 + 32 * h, g);
-          for (int gi = 0; gi < 4; ++gi, x += 32) {
-            const __m128i a = _mm256_castsi256_si128(g[gi]);
-            const __m128i c = _mm256_extracti128_si256(g[gi], 1);
-            // Two 16-element halves with their own scales.
-            __m256 s0 = _mm256_mul_ps(i8x8_to_ps(a), _mm256_loadu_ps(x));
-            s0 = _mm256_fmadd_ps(i8x8_to_ps(hi64(a)), _mm256_loadu_ps(x + 8), s0);
-            __m256 s1 = _mm256_mul_ps(i8x8_to_ps(c), _mm256_loadu_ps(x + 16));
-            s1 = _mm256_fmadd_ps(i8x8_to_ps(hi64(c)), _mm256_loadu_ps(x + 24), s1);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[8 * h + 2 * gi])), s0,
-                                  acc);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc[8 * h + 2 * gi + 1])),
-                                  s1, acc);
-          }
-        }
-      }
-      return hsum(acc);
-    }
-    default: unsupported("dot_row", t);
-  }
-}
-
-}  // namespace
-#endif  // MEDTUNE_QUANT_AVX2
-
 // ======================================================================= public entry points
 
+namespace {
+bool avx2_dtype(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
+    case DType::Q4_1: case DType::Q4_K: case DType::Q6_K: return true;
+    default: return false;
+  }
+}
+}  // namespace
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
-#if MEDTUNE_QUANT_AVX2
+  if (!use_avx2() || !avx2_dtype(t)) return quant_detail::dequantize_row_scalar(t, src, dst, n);
   check_n("dequantize_row", t, n);
-  dequantize_avx2(t, static_cast<const uint8_t*>(src), dst, n);
-#else
-  quant_detail::dequantize_row_scalar(t, src, dst, n);
-#endif
+  quant_detail::dequantize_row_avx2(t, static_cast<const uint8_t*>(src), dst, n);
 }
 
 float dot_row(DType t, const void* src, const float* x, int64_t n) {
-#if MEDTUNE_QUANT_AVX2
+  if (!use_avx2() || !avx2_dtype(t)) return quant_detail::dot_row_scalar(t, src, x, n);
   check_n("dot_row", t, n);
-  return dot_avx2(t, static_cast<const uint8_t*>(src), x, n);
-#else
-  return quant_detail::dot_row_scalar(t, src, x, n);
-#endif
+  return quant_detail::dot_row_avx2(t, static_cast<const uint8_t*>(src), x, n);
 }
 
 }  // namespace medtune

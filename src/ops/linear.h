@@ -28,6 +28,14 @@ struct StoredMatrix {
 //    is multiplied with one threaded SGEMM.
 void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
 
+// The same product on the int8 route (`--precision int8`, core/quant_int8.h) when W's dtype has an
+// int8 kernel (Q8_0, Q4_0, Q4_1): the N rows of x are quantized per block of 32 to int8 once,
+// then every weight row is dotted with them in integers, threaded over rows, for any N (decode,
+// prompts and scoring alike). Other dtypes take linear_forward (fp32); int8_path() says which.
+void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
+// Whether linear_forward_int8 computes a weight of this dtype in int8 (else in fp32).
+bool int8_path(DType t);
+
 // dX (N, cols) (+)= dY (N, rows) . W: the backward of linear_forward to its input (W frozen).
 // accumulate: add into dx instead of overwriting it.
 void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, int64_t N,

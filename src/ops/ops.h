@@ -86,4 +86,8 @@ inline void attention_forward(float* out, const float* q, const float* k, const 
 }
 }  // namespace ref
 
+// Whether the 8-lane exp of softmax and SiLU (ops/cpu/vec_exp.h) was compiled in: it follows the
+// build's baseline (AVX2 + FMA), not run-time dispatch; without it std::exp is used. For doctor.
+bool vec_exp_compiled();
+
 }  // namespace medtune::ops

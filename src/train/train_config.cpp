@@ -833,6 +833,10 @@ class ConfigBuilder {
     c.load_in_4bit = qlora;
     c.base_quant = qlora ? BaseQuant::kNf4 : BaseQuant::kNone;
 
+    if (c.precision == "int8")
+      fail_at(where_or(set_entry("precision"), path),
+              "'precision: int8' is for inference (eval, generate: quantized activations have no backward); "
+              "train with precision: fp32");
     if (c.device == "cpu" && c.precision == "bf16")
       fail_at(where_or(set_entry("precision"), path),
               "'precision: bf16' runs on a GPU only so far (the CPU computes in fp32); set device: gpu or "

@@ -34,6 +34,10 @@ assert isinstance(cpu["simd"]["compiled"], list) and isinstance(cpu["simd"]["det
 # every extension the binary was compiled for must be on this CPU, or it would not have run
 assert set(cpu["simd"]["compiled"]) <= set(cpu["simd"]["detected"]), cpu["simd"]
 assert cpu["blas"]["library"] == "OpenBLAS" and cpu["blas"]["config"], cpu["blas"]
+# run-time dispatch (core/cpu_features.h): the path taken is one this CPU can take
+simd = cpu["simd"]
+assert "scalar" in simd["kernel_paths"] and simd["active_path"] in simd["kernel_paths"], simd
+assert simd["compiled_baseline"] and "int8" in simd["precisions"], simd
 assert r["ok"] is True
 if r["gpu_compiled"]:
     assert r["backends"][1]["name"] in ("cuda", "hip"), r["backends"]
@@ -50,6 +54,14 @@ if [ "$gpu" = False ]; then
   check "CPU-only build says so, and how to build a GPU one" \
     grep -q "no GPU backend was compiled into this build.*-DMEDTUNE_GPU=cuda" <<<"$text"
 fi
+
+# MEDTUNE_ISA caps the kernel path; a path this CPU lacks (or an unknown name) is refused by name.
+text=$(MEDTUNE_ISA=scalar "$MT" doctor --no-op-tests 2>&1)
+check "MEDTUNE_ISA=scalar: doctor takes the scalar path" grep -q "taking: scalar (capped by MEDTUNE_ISA)" <<<"$text"
+text=$(MEDTUNE_ISA=avx3 "$MT" doctor --no-op-tests 2>&1)
+rc=$?
+check "MEDTUNE_ISA=avx3 exits 2 (rc $rc)" test "$rc" -eq 2
+check "MEDTUNE_ISA=avx3 is named" grep -q "MEDTUNE_ISA: 'avx3' is not a kernel path" <<<"$text"
 
 # Unknown flags are usage errors (exit 2), as for every subcommand.
 "$MT" doctor --no-such-flag >/dev/null 2>&1

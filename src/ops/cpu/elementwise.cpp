@@ -88,4 +88,6 @@ void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) { perm
 
 void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) { permute_gguf_qk(x, N, H, HD, false); }
 
+bool vec_exp_compiled() { return MEDTUNE_VEC_EXP != 0; }
+
 }  // namespace medtune::ops

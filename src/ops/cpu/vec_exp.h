@@ -10,7 +10,10 @@
 // tiny or subnormal values (an absolute difference under 3e-38, nothing next to a softmax's sum).
 // Every lane is computed the same way, whatever its position, so the result of an element does
 // not depend on where an array starts or ends (tails go through the same kernel).
-// Without AVX2/FMA (MEDTUNE_NATIVE off on an older CPU) everything falls back to std::exp.
+// Compiled for the build's baseline, not dispatched: it is inlined into the softmax and SiLU loops,
+// whose numerics were validated with it. The default baseline (x86-64-v3) always has AVX2 + FMA;
+// a build for an older baseline (-DMEDTUNE_X86_BASELINE=x86-64-v2) falls back to std::exp, which
+// rounds differently (docs/decisions/cpu-dispatch.md).
 #pragma once
 
 #include <cmath>

@@ -64,7 +64,7 @@ TEST(Device, PrecisionAutoIsBf16OnAGpuAndTheCpuRefusesBf16) {
     backend::parse_precision("fp16", cpu, "--precision");
     ADD_FAILURE() << "accepted fp16";
   } catch (const BadInput& e) {
-    EXPECT_NE(std::string(e.what()).find("--precision: 'fp16' is not a precision; use fp32, bf16 or auto"),
+    EXPECT_NE(std::string(e.what()).find("--precision: 'fp16' is not a precision; use fp32, bf16, int8 or auto"),
               std::string::npos) << e.what();
   }
   try {
@@ -74,6 +74,15 @@ TEST(Device, PrecisionAutoIsBf16OnAGpuAndTheCpuRefusesBf16) {
     EXPECT_NE(std::string(e.what()).find("precision bf16 runs on a GPU only so far"), std::string::npos) << e.what();
   }
   EXPECT_EQ(backend::cpu().precision(), backend::Precision::kFp32);
+  EXPECT_EQ(backend::parse_precision("int8", cpu, "--precision"), backend::Precision::kInt8);
+  EXPECT_EQ(backend::for_device(cpu, backend::Precision::kInt8).precision(), backend::Precision::kInt8);
+  EXPECT_EQ(&backend::for_device(cpu, backend::Precision::kInt8), &backend::cpu_int8());
+  try {
+    backend::for_device(gpu, backend::Precision::kInt8);
+    ADD_FAILURE() << "a GPU claimed int8";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("precision int8 runs on the CPU only"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Device, RegistryGivesTheCpuAndExplainsAMissingGpuBackend) {

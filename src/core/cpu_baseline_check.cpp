@@ -1,0 +1,57 @@
+// Before anything else runs: does this CPU have the instruction set the generic code was compiled
+// for (MEDTUNE_X86_BASELINE)? Without this check a binary built for x86-64-v3 dies with SIGILL
+// somewhere in the first loop on an older CPU; with it, it says what is missing and how to build.
+// The check itself is compiled for plain x86-64 (target attribute) so that it can run anywhere,
+// and it uses no library code (which the baseline flags compiled).
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/cpu_features.h"
+
+#if !defined(MEDTUNE_BASELINE_NAME)
+#define MEDTUNE_BASELINE_NAME "default"
+#endif
+
+namespace medtune {
+
+const char* compiled_baseline() { return MEDTUNE_BASELINE_NAME; }
+
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The macros below describe the flags this file was compiled with (the baseline); the function
+// itself runs with plain x86-64 code. Priority 101: before every ordinary static initializer.
+__attribute__((constructor(101), target("arch=x86-64"))) void check_cpu_baseline() {
+  __builtin_cpu_init();
+  const char* missing = nullptr;
+#if defined(__AVX512F__)
+  if (!__builtin_cpu_supports("avx512f")) missing = "avx512f";
+#endif
+#if defined(__AVX2__)
+  if (!__builtin_cpu_supports("avx2")) missing = "avx2";
+#endif
+#if defined(__FMA__)
+  if (!__builtin_cpu_supports("fma")) missing = "fma";
+#endif
+#if defined(__F16C__)
+  if (!__builtin_cpu_supports("f16c")) missing = "f16c";
+#endif
+#if defined(__AVX__)
+  if (!__builtin_cpu_supports("avx")) missing = "avx";
+#endif
+#if defined(__SSE4_2__)
+  if (!__builtin_cpu_supports("sse4.2")) missing = "sse4.2";
+#endif
+  if (missing != nullptr) {
+    std::fprintf(stderr,
+                 "medtune: this CPU lacks %s, which this build requires (compiled for -march=%s). "
+                 "Rebuild with -DMEDTUNE_X86_BASELINE=x86-64-v2 (docs/decisions/cpu-dispatch.md).\n",
+                 missing, MEDTUNE_BASELINE_NAME);
+    std::_Exit(3);
+  }
+}
+#endif
+
+}  // namespace
+
+}  // namespace medtune

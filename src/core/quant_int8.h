@@ -1,0 +1,58 @@
+// The int8 route for quantized weights (`--precision int8`): activations quantized per block of 32
+// to int8 (as llama.cpp's block_q8_0 / block_q8_1), integer dot products against the stored
+// blocks, one fp32 scale multiply per block. llama.cpp's quantized speed comes from this route.
+//
+// Numerics (docs/decisions/cpu-dispatch.md, tests/unit/core/test_quant_int8.cpp):
+//   - activations: per block of 32, d = max|x| / 127, q = round-half-even(x * (1/d)) in
+//     [-127, 127], s = d * sum(q). d and s stay fp32 (llama.cpp rounds d to f16: ours is the
+//     more exact choice and costs nothing). A block with a NaN or an infinity gets d = NaN, so
+//     the result is NaN as the fp32 path's would be, never a silently finite number.
+//   - weights as stored: Q8_0 q (int8), Q4_0 q - 8, Q4_1 q (0..15) with its min m.
+//   - per block b and lane j (0..7) the integer partial p[b][j] = sum of w*q over elements
+//     4j..4j+3 (exact in int32: what vpmaddubsw + vpmaddwd and VNNI's vpdpbusd both compute);
+//     acc[j] = fma(d_w * d_x, float(p[b][j]), acc[j]) over blocks in order; Q4_1 adds
+//     m_w * s_x per block into a separate sum. The result is (acc0+acc4 + acc2+acc6) +
+//     (acc1+acc5 + acc3+acc7), plus that sum. Every kernel path computes exactly these
+//     operations, so all paths (scalar, AVX2, AVX-VNNI, AVX-512 VNNI) give the same bits.
+//   - the difference from the fp32 path is the activation rounding: |error| <= sum over blocks
+//     of d_x/2 * sum|w| (plus fp32 summation), the bound the tests check.
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+
+namespace medtune::int8 {
+
+constexpr int64_t kBlock = 32;
+
+// 32 activations: x ~ d * q; s = d * sum(q) (for Q4_1's min). 40 bytes.
+struct BlockQ8 {
+  float d;
+  float s;
+  int8_t q[kBlock];
+};
+
+// The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1. Others take the fp32 path.
+bool supports(DType t);
+
+// x (n), n % 32 == 0 -> n / 32 blocks.
+void quantize_activations(const float* x, int64_t n, BlockQ8* out);
+
+// y[k * y_stride] = dot(weight row w_row (nblocks blocks of type t), activations of token k) for
+// k < ntok; token k's blocks are x + k * nblocks. Runs the kernel of active_isa() (see
+// kernel_isa()). t must satisfy supports(t) (Internal otherwise).
+void dot_rows(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nblocks, int64_t ntok,
+              float* y, int64_t y_stride);
+
+// The scalar reference of dot_rows for one token: the operations above, one at a time.
+float dot_scalar(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nblocks);
+// The same through a chosen kernel path (tests and benchmarks); the CPU must support `isa`.
+void dot_rows_with(Isa isa, DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nblocks,
+                   int64_t ntok, float* y, int64_t y_stride);
+
+// The path dot_rows takes on this CPU (active_isa()).
+Isa kernel_isa();
+
+}  // namespace medtune::int8

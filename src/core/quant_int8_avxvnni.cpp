@@ -1,0 +1,32 @@
+// int8 dot kernels, AVX-VNNI (Intel Alder Lake+, AMD Zen 5): one vpdpbusd (VEX) per 32 bytes.
+// Status: compiled here, NOT executed: the development CPU (AMD Zen 3) lacks AVX-VNNI; its results must equal the AVX2 path bit for bit (test_quant_int8 checks that wherever the CPU has it).
+#include "core/quant_int8_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace medtune::int8_detail {
+namespace {
+
+inline __m256i dot4(__m256i u, __m256i s) {
+  return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
+}
+
+#include "core/quant_int8_body.h"
+
+}  // namespace
+
+void dot_rows_avxvnni(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, int64_t ntok,
+                   float* y, int64_t y_stride) {
+  dot_rows_body(t, w, x, nb, ntok, y, y_stride);
+}
+
+}  // namespace medtune::int8_detail
+#else
+namespace medtune::int8_detail {
+// Never selected off x86 (cpu_features: scalar only); the symbol must exist.
+void dot_rows_avxvnni(DType, const uint8_t*, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t) {}
+}  // namespace medtune::int8_detail
+#endif

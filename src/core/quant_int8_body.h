@@ -1,0 +1,92 @@
+// The body of the int8 dot kernels, shared by the per-ISA files quant_int8_<isa>.cpp: each file
+// defines dot4(u, s) (8 int32 lanes, lane j = sum of u[4j+i] * s[4j+i], u unsigned, s signed
+// bytes) with its instruction, then includes this file inside its own anonymous namespace, so no
+// function here is shared between files compiled with different flags.
+// The operations and their order are those stated in quant_int8.h; the scalar reference
+// (int8::dot_scalar) performs the same ones and the tests compare the bits.
+//
+// Magnitudes: weights |w| <= 128 (a Q8_0 byte may be -128), activations |q| <= 127, so a
+// vpmaddubsw pair sum is at most 2 * 128 * 127 = 32512 < 2^15: it never saturates, and the
+// AVX2 and VNNI lanes hold the same exact integers.
+
+// #include'd in an anonymous namespace after dot4(); needs <immintrin.h>, <cstring>, <cstdint>.
+
+constexpr int kTokTile = 4;  // tokens per pass over a weight row (each block decoded once)
+
+inline float f16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);  // exact, like f16_to_f32, for every non-NaN half
+}
+
+inline __m256i load_q(const int8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// 16 packed bytes -> 32 values: low nibbles are elements 0..15, high nibbles 16..31.
+inline __m256i nibbles(const uint8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
+}
+
+// (acc0+acc4 + acc2+acc6) + (acc1+acc5 + acc3+acc7), as quant_int8.h states.
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float fma1(float a, float b, float c) {  // one rounding, as std::fma
+  return _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(a), _mm_set_ss(b), _mm_set_ss(c)));
+}
+
+// Signed weights (Q8_0, Q4_0): |w| as unsigned bytes, the sign moved onto the activations.
+template <int T>
+inline void accumulate_signed(__m256i w, float dw, const int8::BlockQ8* const* xb, __m256* acc) {
+  const __m256i aw = _mm256_sign_epi8(w, w);
+  for (int k = 0; k < T; ++k) {
+    const __m256i p = dot4(aw, _mm256_sign_epi8(load_q(xb[k]->q), w));
+    acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb[k]->d), _mm256_cvtepi32_ps(p), acc[k]);
+  }
+}
+
+template <int T>
+void dot_tile(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y,
+              int64_t y_stride) {
+  __m256 acc[T];
+  float macc[T];
+  for (int k = 0; k < T; ++k) {
+    acc[k] = _mm256_setzero_ps();
+    macc[k] = 0.0f;
+  }
+  const int8::BlockQ8* xb[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int k = 0; k < T; ++k) xb[k] = x + k * nb + b;
+    if (t == DType::Q8_0) {
+      const uint8_t* blk = w + 34 * b;
+      accumulate_signed<T>(load_q(reinterpret_cast<const int8_t*>(blk + 2)), f16(blk), xb, acc);
+    } else if (t == DType::Q4_0) {
+      const uint8_t* blk = w + 18 * b;
+      accumulate_signed<T>(_mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8)), f16(blk), xb, acc);
+    } else {  // Q4_1: unsigned weights go straight into the unsigned operand
+      const uint8_t* blk = w + 20 * b;
+      const float dw = f16(blk), mw = f16(blk + 2);
+      const __m256i q = nibbles(blk + 4);
+      for (int k = 0; k < T; ++k) {
+        const __m256i p = dot4(q, load_q(xb[k]->q));
+        acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb[k]->d), _mm256_cvtepi32_ps(p), acc[k]);
+        macc[k] = fma1(mw, xb[k]->s, macc[k]);
+      }
+    }
+  }
+  for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]) + macc[k];
+}
+
+void dot_rows_body(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, int64_t ntok,
+                   float* y, int64_t y_stride) {
+  int64_t k = 0;
+  for (; k + kTokTile <= ntok; k += kTokTile) dot_tile<kTokTile>(t, w, x + k * nb, nb, y + k * y_stride, y_stride);
+  for (; k < ntok; ++k) dot_tile<1>(t, w, x + k * nb, nb, y + k * y_stride, y_stride);
+}

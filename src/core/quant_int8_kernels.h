@@ -1,0 +1,19 @@
+// Internal to core/quant_int8*.cpp: one entry point per ISA file (quant_int8_<isa>.cpp), each
+// compiled with that ISA's flags (cmake/isa_kernels.cmake) and called only on a CPU that has it.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/quant_int8.h"
+
+namespace medtune::int8_detail {
+
+using DotRowsFn = void (*)(DType t, const uint8_t* w_row, const int8::BlockQ8* x, int64_t nblocks,
+                           int64_t ntok, float* y, int64_t y_stride);
+
+void dot_rows_avx2(DType, const uint8_t*, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t);
+void dot_rows_avxvnni(DType, const uint8_t*, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t);
+void dot_rows_avx512vnni(DType, const uint8_t*, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t);
+
+}  // namespace medtune::int8_detail

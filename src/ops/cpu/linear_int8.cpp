@@ -1,0 +1,30 @@
+// linear_forward on the int8 route (ops/linear.h, core/quant_int8.h).
+#include <vector>
+
+#include "core/quant_int8.h"
+#include "ops/linear.h"
+
+namespace medtune::ops {
+
+bool int8_path(DType t) { return int8::supports(t); }
+
+void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N) {
+  if (!int8::supports(w.dtype)) return linear_forward(y, x, w, bias, N);
+  const int64_t nb = w.cols / int8::kBlock;
+  // The calling thread's quantized activations, (N, nb) blocks, kept between calls (no
+  // allocation in the decode loop); thread_local as linear.cpp's scratch.
+  thread_local std::vector<int8::BlockQ8> xq;
+  if (xq.size() < static_cast<size_t>(N * nb)) xq.resize(static_cast<size_t>(N * nb));
+  int8::BlockQ8* q = xq.data();
+#pragma omp parallel for schedule(static) if (N > 16)
+  for (int64_t n = 0; n < N; ++n) int8::quantize_activations(x + n * w.cols, w.cols, q + n * nb);
+  // Threaded over weight rows: each row is read once and dotted with all N tokens (in tiles of 4
+  // tokens inside the kernel), so a weight byte is decoded once per 4 tokens.
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < w.rows; ++r) int8::dot_rows(w.dtype, w.row(r), q, nb, N, y + r, w.rows);
+  if (bias != nullptr)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t r = 0; r < w.rows; ++r) y[n * w.rows + r] += bias[r];
+}
+
+}  // namespace medtune::ops
