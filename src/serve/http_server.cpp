@@ -2,8 +2,12 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "serve/auth.h"
@@ -16,6 +20,7 @@ using nlohmann::json;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kListenBacklog = 512;  // connections the kernel holds before accept(); capped by net.core.somaxconn
 thread_local Clock::time_point request_start;  // set by the pre-routing handler of this connection's thread
 
 void send_json(httplib::Response& res, int status, const json& body) {
@@ -78,6 +83,16 @@ HttpServer::HttpServer(Service& service, Engine& engine, Metrics& metrics, Adapt
 HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
+  // Debian's libcpp-httplib 0.11.4 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG, fixed
+  // when the library was compiled): a burst of clients overflows it, and with SYN cookies the
+  // kernel then resets connections. The listening socket is caught as it is created and listen()
+  // is called again with a larger backlog (Linux updates it in place).
+  int listen_fd = -1;
+  http_->set_socket_options([&listen_fd](int sock) {
+    listen_fd = sock;
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   int port = opt_.port;
   if (port == 0) {
     port = http_->bind_to_any_port(opt_.host);
@@ -86,6 +101,8 @@ int HttpServer::bind() {
     throw BadInput("cannot bind " + opt_.host + ":" + std::to_string(port) +
                    " (in use, not an address of this machine, or a privileged port)");
   }
+  if (listen_fd >= 0 && ::listen(listen_fd, kListenBacklog) != 0)
+    throw Internal(std::string("listen(backlog ") + std::to_string(kListenBacklog) + "): " + std::strerror(errno));
   return port;
 }
 
