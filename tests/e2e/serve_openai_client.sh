@@ -112,6 +112,22 @@ code=$(curl -s -o "$TMP/413.json" -w '%{http_code}' "$BASE/v1/completions" -H "A
   --data-binary @"$TMP/big.txt")
 [ "$code" = 413 ] && grep -q '"error"' "$TMP/413.json" || fail "big body: HTTP $code $(cat "$TMP/413.json")"
 
+# An adapter loaded at run time (POST /v1/adapters, needs the key): listed, then usable; a
+# directory that is not an adapter is a 400 naming the problem; a taken name is refused.
+curl -sf "$BASE/v1/adapters" -H "Authorization: Bearer $KEY" -d '{"name": "late", "path": "'"$TMP/run/adapter"'"}' \
+  > "$TMP/late.json" || fail "POST /v1/adapters: $(cat "$TMP/late.json")"
+curl -sf "$BASE/v1/models" -H "Authorization: Bearer $KEY" | grep -q '"late"' || fail "the loaded adapter is not listed"
+curl -sf "$BASE/v1/completions" -H "Authorization: Bearer $KEY" -d '{"model": "late", "prompt": "Hi", "max_tokens": 2}' |
+  grep -q '"run:'"$RUN_ID"'"' || fail "the loaded adapter's provenance"
+code=$(curl -s -o "$TMP/late_bad.json" -w '%{http_code}' "$BASE/v1/adapters" -H "Authorization: Bearer $KEY" \
+  -d '{"name": "bad", "path": "'"$TMP"'"}')
+[ "$code" = 400 ] && grep -q adapter_config.json "$TMP/late_bad.json" || fail "bad adapter dir: HTTP $code $(cat "$TMP/late_bad.json")"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$BASE/v1/adapters" -H "Authorization: Bearer $KEY" \
+  -d '{"name": "tuned", "path": "'"$TMP/run/adapter"'"}')
+[ "$code" = 400 ] || fail "a taken adapter name: HTTP $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$BASE/v1/adapters" -d '{"name": "x", "path": "/"}')
+[ "$code" = 401 ] || fail "POST /v1/adapters without the key: HTTP $code"
+
 # SIGTERM with a stream in flight: it finishes, then the server exits 0.
 curl -sN "$BASE/v1/completions" -H "Authorization: Bearer $KEY" \
   -d '{"model": "model", "prompt": "Once", "max_tokens": 200, "stream": true, "temperature": 0}' > "$TMP/drain.txt" &
