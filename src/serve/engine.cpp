@@ -44,13 +44,24 @@ Engine::Engine(model::LlamaModel& model, const EngineOptions& opt)
 
 Engine::~Engine() { drain(); }
 
+namespace {
+void check_room_locked(bool draining, int64_t queued, int64_t running, int64_t queue_size) {
+  if (draining) throw ApiError(503, "server_shutting_down", "the server is shutting down; retry on another instance");
+  if (queued + running >= queue_size)
+    throw ApiError(503, "server_busy",
+                   "the server's queue is full (" + std::to_string(queue_size) + " requests); retry later");
+}
+}  // namespace
+
+void Engine::check_room() const {
+  std::lock_guard lock(mu_);
+  check_room_locked(draining_, static_cast<int64_t>(queue_.size()), running_, opt_.queue_size);
+}
+
 void Engine::submit(const std::shared_ptr<Job>& job) {
   {
     std::lock_guard lock(mu_);
-    if (draining_) throw ApiError(503, "server_shutting_down", "the server is shutting down; retry on another instance");
-    if (static_cast<int64_t>(queue_.size()) + running_ >= opt_.queue_size)
-      throw ApiError(503, "server_busy",
-                     "the server's queue is full (" + std::to_string(opt_.queue_size) + " requests); retry later");
+    check_room_locked(draining_, static_cast<int64_t>(queue_.size()), running_, opt_.queue_size);
     queue_.push_back(job);
   }
   cv_.notify_all();

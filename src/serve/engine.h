@@ -103,6 +103,9 @@ class Engine {
 
   // Queues `job`; throws ApiError 503 when the queue is full or the engine is draining.
   void submit(const std::shared_ptr<Job>& job);
+  // Throws the ApiError 503 that submit() would throw now (a stream checks before it sends its
+  // 200 headers; submit() may still refuse it if others arrive in between).
+  void check_room() const;
   // Refuses new jobs, finishes the queued ones, stops the thread.
   void drain();
 

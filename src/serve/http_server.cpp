@@ -211,6 +211,7 @@ void HttpServer::routes() {
           send_json(res, 200, service_.run(p, [] { return true; }));
           return;
         }
+        engine_.check_room();  // a full queue is a 503 before the stream's 200 headers go out
         auto prepared = std::make_shared<PreparedRequest>(p);
         res.set_header("Cache-Control", "no-cache");
         res.set_chunked_content_provider("text/event-stream", [this, prepared](size_t, httplib::DataSink& sink) {
