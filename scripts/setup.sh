@@ -13,6 +13,7 @@ DEBIAN_PACKAGES=(
   nlohmann-json3-dev       # JSON (configs, safetensors headers, reports)
   libyaml-cpp-dev          # YAML training configs (medtune train --config)
   libcli11-dev             # command-line parsing
+  libcpp-httplib-dev       # HTTP server of medtune serve (cpp-httplib, built with OpenSSL)
   libpcre2-dev             # Unicode regexes of the tokenizers' pre-tokenizers
   libssl-dev               # SHA-256 (libcrypto): checkpoint checksums, provenance
   libicu-dev               # Unicode normalization (NFC, NFKC, Lowercase) of tokenizer.json normalizers

@@ -14,6 +14,10 @@ lm-eval for the prompt, choices and target:
   run MODEL_DIR OUT.json lm_eval --model hf on the fixture files (CPU, float32): per record its
                         per-choice log-likelihoods and lm-eval's prediction (argmax), used by
                         tests/e2e/lm_eval_tasks.sh
+  run-server BASE_URL MODEL OUT.json FILE...
+                        the same through `medtune serve`: lm_eval --model local-completions with the
+                        server's own tokenizer (tokenizer_backend=remote: /tokenize, /tokenizer_info),
+                        used by tests/e2e/serve_lm_eval.sh
 
 Needs lm-eval (pip install lm-eval) with torch and transformers.
 """
@@ -145,12 +149,18 @@ def prompts(out):
         f.write("\n")
 
 
-def run(model_dir, out, files):
+def run(model_dir, out, files, server=None):
     from lm_eval import simple_evaluate
     with tempfile.TemporaryDirectory() as d:
         names = write_task_dir(d, files)
         from lm_eval.tasks import TaskManager
-        res = simple_evaluate(model="hf", model_args=f"pretrained={model_dir},dtype=float32,device=cpu",
+        if server:
+            base_url, name = server
+            model, model_args = "local-completions", (f"base_url={base_url}/v1/completions,model={name},"
+                                                      "tokenizer_backend=remote,num_concurrent=1,max_retries=1")
+        else:
+            model, model_args = "hf", f"pretrained={model_dir},dtype=float32,device=cpu"
+        res = simple_evaluate(model=model, model_args=model_args,
                               tasks=[n for n, _, _ in names], task_manager=TaskManager(include_path=d),
                               num_fewshot=0, batch_size=1, log_samples=True)
         result = {}
@@ -170,6 +180,8 @@ def run(model_dir, out, files):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "prompts":
         prompts(sys.argv[2])
+    elif len(sys.argv) >= 5 and sys.argv[1] == "run-server":
+        run(None, sys.argv[4], sys.argv[5:], server=(sys.argv[2], sys.argv[3]))
     elif len(sys.argv) >= 4 and sys.argv[1] == "run":
         run(sys.argv[2], sys.argv[3], sys.argv[4:] or fixture_files())
     else:

@@ -14,6 +14,7 @@ void add_eval_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 // Exit codes (README.md, "Exit codes"). 0, 1 and 2 are main()'s; the others belong to one command
 // each and say something a script wants to tell apart from bad input.

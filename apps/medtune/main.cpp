@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   medtune::cli::add_verify_command(app);
   medtune::cli::add_export_command(app);
   medtune::cli::add_doctor_command(app);
+  medtune::cli::add_serve_command(app);
   app.parse_complete_callback([&] {
     if (threads > 0) omp_set_num_threads(threads);
   });

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# lm-evaluation-harness through `medtune serve` gives the same per-question predictions as
+# `medtune eval` on the same model: MedQA questions (medqa_4options, lm-eval's own task YAML with
+# the data swapped for a local file; tools/lm_eval_tasks.py run-server), scored by
+# `lm_eval --model local-completions` against the server (echo + logprobs, the server's tokenizer
+# through /tokenize) and by `medtune eval --task medqa_4options`.
+# Checked per question: |delta log-likelihood| <= TOL for every option and the same prediction
+# (except where the top two are within TOL). TOL 1e-4: both sides are medtune's fp32 forward,
+# medtune eval with the prompt's KV cache shared by the options, the server one pass per option:
+# the sums differ only in order (~1e-6 measured).
+# Model: MEDTUNE_SMOLLM2_GGUF (the real model); questions: the first MEDTUNE_SERVE_LM_EVAL_N
+# (default 20) of MEDTUNE_MEDQA_DEV, else the project's own sample questions. Needs lm-eval in the
+# Python named by MEDTUNE_LM_EVAL_PYTHON (exit 77, skip, without it, as tests/e2e/lm_eval_tasks.sh).
+set -euo pipefail
+MEDTUNE=${1:?usage: serve_lm_eval.sh MEDTUNE_BIN [PARITY_BIN]}
+TOL=${MEDTUNE_LM_EVAL_TOL:-1e-4}
+N=${MEDTUNE_SERVE_LM_EVAL_N:-20}
+PY=${MEDTUNE_LM_EVAL_PYTHON:-}
+MODEL=${MEDTUNE_SMOLLM2_GGUF:-}
+[ -n "$PY" ] || { echo "skip: set MEDTUNE_LM_EVAL_PYTHON to a python with lm-eval (pip install lm-eval)"; exit 77; }
+"$PY" -c "import lm_eval" 2>/dev/null || { echo "skip: $PY cannot import lm_eval"; exit 77; }
+[ -n "$MODEL" ] && [ -f "$MODEL" ] || { echo "skip: MEDTUNE_SMOLLM2_GGUF is not set to the bundled model"; exit 77; }
+BUILD=$(cd "$(dirname "$MEDTUNE")" && pwd)
+TMP=$(mktemp -d)
+SERVER_PID=""
+cleanup() {
+  [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+. tests/support/serve.sh
+export OMP_WAIT_POLICY=passive
+# lm-eval's API models need its [api] extra; tenacity is the part a plain `pip install lm-eval`
+# lacks. Installed beside the build (never into that Python's environment) and put on PYTHONPATH.
+EXTRAS="$BUILD/lm-eval-api-extras"
+if ! PYTHONPATH="$EXTRAS" "$PY" -c "import tenacity" 2>/dev/null; then
+  "$PY" -m pip install -q --target "$EXTRAS" "tenacity==9.1.2" > "$TMP/pip.log" 2>&1 ||
+    { echo "skip: cannot install tenacity (lm-eval[api]) into $EXTRAS: $(tail -n 2 "$TMP/pip.log")"; exit 77; }
+fi
+export PYTHONPATH="$EXTRAS${PYTHONPATH:+:$PYTHONPATH}"
+
+DATA=${MEDTUNE_MEDQA_DEV:-data/sample/medqa_dev.jsonl}
+head -n "$N" "$DATA" > "$TMP/medqa_4options.jsonl"
+"$MEDTUNE" eval "$MODEL" --task medqa_4options --data "$TMP/medqa_4options.jsonl" --out "$TMP/eval" -q \
+  > /dev/null || fail "medtune eval"
+start_server "$MEDTUNE" "$TMP/server.log" "$MODEL" -c 2048 -q --alias smollm2
+"$PY" tools/lm_eval_tasks.py run-server "http://127.0.0.1:$PORT" smollm2 "$TMP/lm_eval.json" \
+  "$TMP/medqa_4options.jsonl" > "$TMP/lm_eval.log" 2>&1 || { tail -30 "$TMP/lm_eval.log"; fail "lm-eval did not run"; }
+
+"$PY" - "$TMP/lm_eval.json" "$TMP/eval/predictions.jsonl" "$TOL" <<'PY'
+import json, sys
+ref, got_path, tol = json.load(open(sys.argv[1])), sys.argv[2], float(sys.argv[3])
+want = ref["medqa_4options.jsonl"]["records"]
+got = [json.loads(l) for l in open(got_path)]
+if len(got) != len(want):
+    print(f"FAIL: medtune eval scored {len(got)} questions, lm-eval through the server {len(want)}"); sys.exit(1)
+fail, worst, same = 0, 0.0, 0
+for i, (g, w) in enumerate(zip(got, want)):
+    ll = w["loglikelihoods"]
+    mine = g["option_logprobs"]
+    d = max(abs(a - b) for a, b in zip(mine, ll))
+    worst = max(worst, d)
+    if d > tol:
+        print(f"FAIL [{i}]: log-likelihoods differ by {d:.3g} > {tol}: medtune eval {mine}, server {ll}"); fail = 1
+    pred = "ABCD".index(g["pred"])
+    top = sorted(ll, reverse=True)
+    if pred == w["pred"]:
+        same += 1
+    elif top[0] - top[1] > tol:
+        print(f"FAIL [{i}]: medtune eval predicts {pred}, lm-eval through the server {w['pred']}"); fail = 1
+print(f"{len(got)} MedQA questions: {same} identical predictions; largest |delta log-likelihood| {worst:.2e} "
+      f"(tolerance {tol}); accuracy through the server {ref['medqa_4options.jsonl']['acc']:.3f}")
+sys.exit(fail)
+PY
+echo "ok: lm-eval local-completions through medtune serve agrees with medtune eval"
