@@ -88,26 +88,29 @@ message(STATUS "GPU backend: ${MEDTUNE_GPU} (${MEDTUNE_GPU_LANG}; architectures 
 
 if(NOT MEDTUNE_GPU_STANDALONE)
   # NCCL (CUDA) or RCCL (ROCm) for the gradient all-reduce of multi-GPU ranks
-  # (src/gpu/collectives.cu, src/dist/gpu_collectives.cpp, docs/distributed.md). Optional: without
-  # it, ranks on GPUs exchange through MPI on the host. Not in the standalone test build.
+  # (src/gpu/collectives.cu, src/dist/gpu_collectives.cpp, docs/distributed.md). Only the header
+  # is needed to build: the library is opened at run time (dlopen), so nothing else loads it.
+  # Optional: without the header, ranks on GPUs exchange through MPI on the host. Not in the
+  # standalone test build.
   if(MEDTUNE_GPU STREQUAL "cuda")
-    find_library(MEDTUNE_NCCL_LIBRARY nccl HINTS "${CUDAToolkit_LIBRARY_DIR}")
     find_path(MEDTUNE_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-    if(MEDTUNE_NCCL_LIBRARY AND MEDTUNE_NCCL_INCLUDE)
+    if(MEDTUNE_NCCL_INCLUDE)
       target_include_directories(medtune_gpu PRIVATE "${MEDTUNE_NCCL_INCLUDE}")
-      target_link_libraries(medtune_gpu PUBLIC "${MEDTUNE_NCCL_LIBRARY}")
       set(MEDTUNE_GPU_COLLECTIVES_FOUND ON)
+      set(MEDTUNE_GPU_COLLECTIVES_HEADER "${MEDTUNE_NCCL_INCLUDE}/nccl.h")
     endif()
   else()
     find_package(rccl QUIET)
     if(rccl_FOUND)
-      target_link_libraries(medtune_gpu PUBLIC rccl::rccl)
+      target_include_directories(medtune_gpu PRIVATE $<TARGET_PROPERTY:rccl::rccl,INTERFACE_INCLUDE_DIRECTORIES>)
       set(MEDTUNE_GPU_COLLECTIVES_FOUND ON)
+      set(MEDTUNE_GPU_COLLECTIVES_HEADER "rccl (${rccl_DIR})")
     endif()
   endif()
   if(MEDTUNE_GPU_COLLECTIVES_FOUND)
     target_compile_definitions(medtune_gpu PUBLIC MEDTUNE_GPU_WITH_COLLECTIVES=1)
-    message(STATUS "GPU collectives: ${MEDTUNE_NCCL_LIBRARY}${rccl_DIR}")
+    target_link_libraries(medtune_gpu PUBLIC ${CMAKE_DL_LIBS})
+    message(STATUS "GPU collectives: ${MEDTUNE_GPU_COLLECTIVES_HEADER}, library opened at run time")
   else()
     message(STATUS "GPU collectives: NCCL/RCCL not found; GPU ranks exchange through MPI on the host")
   endif()
