@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/cpu_features.h"
+#include "core/x86_cpuid.h"
 
 #if !defined(MEDTUNE_BASELINE_NAME)
 #define MEDTUNE_BASELINE_NAME "default"
@@ -22,25 +23,25 @@ namespace {
 // The macros below describe the flags this file was compiled with (the baseline); the function
 // itself runs with plain x86-64 code. Priority 101: before every ordinary static initializer.
 __attribute__((constructor(101), target("arch=x86-64"))) void check_cpu_baseline() {
-  __builtin_cpu_init();
+  const CpuFeatures f = x86::read_cpu_features();
   const char* missing = nullptr;
 #if defined(__AVX512F__)
-  if (!__builtin_cpu_supports("avx512f")) missing = "avx512f";
+  if (!f.avx512f) missing = "avx512f";
 #endif
 #if defined(__AVX2__)
-  if (!__builtin_cpu_supports("avx2")) missing = "avx2";
+  if (!f.avx2) missing = "avx2";
 #endif
 #if defined(__FMA__)
-  if (!__builtin_cpu_supports("fma")) missing = "fma";
+  if (!f.fma) missing = "fma";
 #endif
 #if defined(__F16C__)
-  if (!__builtin_cpu_supports("f16c")) missing = "f16c";
+  if (!f.f16c) missing = "f16c";
 #endif
 #if defined(__AVX__)
-  if (!__builtin_cpu_supports("avx")) missing = "avx";
+  if (!f.avx) missing = "avx";
 #endif
 #if defined(__SSE4_2__)
-  if (!__builtin_cpu_supports("sse4.2")) missing = "sse4.2";
+  if (!f.sse42) missing = "sse4.2";
 #endif
   if (missing != nullptr) {
     std::fprintf(stderr,

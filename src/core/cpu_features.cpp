@@ -3,31 +3,18 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/x86_cpuid.h"
 
 namespace medtune {
 
 namespace {
 
 CpuFeatures detect() {
-  CpuFeatures f;
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  f.sse42 = __builtin_cpu_supports("sse4.2");
-  f.avx = __builtin_cpu_supports("avx");
-  f.avx2 = __builtin_cpu_supports("avx2");
-  f.fma = __builtin_cpu_supports("fma");
-  f.f16c = __builtin_cpu_supports("f16c");
-  f.avx512f = __builtin_cpu_supports("avx512f");
-  f.avx512bw = __builtin_cpu_supports("avx512bw");
-  f.avx512vl = __builtin_cpu_supports("avx512vl");
-  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
-  f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
-  f.avxvnni = __builtin_cpu_supports("avxvnni");
-  f.amx_tile = __builtin_cpu_supports("amx-tile");
-  f.amx_int8 = __builtin_cpu_supports("amx-int8");
-  f.amx_bf16 = __builtin_cpu_supports("amx-bf16");
+#if defined(__x86_64__) && defined(__GNUC__)
+  return x86::read_cpu_features();
+#else
+  return {};
 #endif
-  return f;
 }
 
 }  // namespace

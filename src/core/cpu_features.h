@@ -1,4 +1,4 @@
-// What this CPU can execute, read once at run time (cpuid through __builtin_cpu_supports), and
+// What this CPU can execute, read once at run time (cpuid and XCR0, core/x86_cpuid.h), and
 // which kernel path (ISA) each dispatched op takes. Never what the build machine had: the build
 // targets a portable baseline (CMake MEDTUNE_X86_BASELINE, x86-64-v3 by default) and the faster
 // kernels live in per-ISA files (src/**/*_<isa>.cpp, cmake/isa_kernels.cmake) called only when
