@@ -22,28 +22,16 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . tests/support/tiny_model.sh
+. tests/support/pinned_venv.sh
 . tests/support/serve.sh
 command -v chromium >/dev/null 2>&1 || { echo "skip: chromium is not installed"; exit 77; }
 [ -x "$TINY" ] || fail "$TINY is missing: build the medtune-tiny-llama target"
 VENV="$BUILD/venv-chat-page"
-if ! "$VENV/bin/python" -c "import websocket" 2>/dev/null; then
-  rm -rf "$VENV"
-  if ! python3 -m venv "$VENV" >"$TMP/venv.log" 2>&1 ||
-     ! "$VENV/bin/pip" install -q "websocket-client==1.8.0" >>"$TMP/venv.log" 2>&1; then
-    rm -rf "$VENV"
-    echo "skip: cannot install websocket-client from PyPI into $VENV: $(tail -n 3 "$TMP/venv.log")"
-    exit 77
-  fi
-fi
+pinned_venv "$VENV" websocket "websocket-client==1.8.0"
 export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
 
 make_tiny_model "$TINY" "$TMP/model" 12
-python3 - "$TMP/model/tokenizer_config.json" tests/fixtures/chat_templates/smollm2-instruct.jinja <<'PY'
-import json, sys
-cfg = json.load(open(sys.argv[1]))
-cfg["chat_template"] = open(sys.argv[2]).read()
-json.dump(cfg, open(sys.argv[1], "w"))
-PY
+add_smollm2_chat_template "$TMP/model"
 # A second model name to pick: the same weights under an adapter whose B is zero is not needed;
 # any PEFT adapter works. The e2e training recipe is reused (2 steps).
 head -n 8 data/sample/medqa_train.jsonl > "$TMP/train.jsonl"

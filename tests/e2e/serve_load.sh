@@ -24,12 +24,7 @@ fail() { echo "FAIL: $*" >&2; [ -f "$TMP/server.log" ] && grep -v " 200 " "$TMP/
 [ -x "$TINY" ] || fail "$TINY is missing: build the medtune-tiny-llama target"
 export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
 make_tiny_model "$TINY" "$TMP/model" 13
-python3 - "$TMP/model/tokenizer_config.json" tests/fixtures/chat_templates/smollm2-instruct.jinja <<'PY'
-import json, sys
-cfg = json.load(open(sys.argv[1]))
-cfg["chat_template"] = open(sys.argv[2]).read()
-json.dump(cfg, open(sys.argv[1], "w"))
-PY
+add_smollm2_chat_template "$TMP/model"
 # Queue and HTTP threads sized for the clients: a full queue would answer 503, which the test
 # counts as a failure of a well-formed request.
 start_server "$MEDTUNE" "$TMP/server.log" "$TMP/model" -c 256 -q --queue-size $((CLIENTS + 8)) \

@@ -22,30 +22,18 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [ -f "$TMP/server.log" ] && tail -n 20 "$TMP/server.log" >&2; exit 1; }
 # shellcheck source=tests/support/tiny_model.sh
 . tests/support/tiny_model.sh
+. tests/support/pinned_venv.sh
 . tests/support/serve.sh
 [ -x "$TINY" ] || fail "$TINY is missing: build the medtune-tiny-llama target"
 
 # The client, pinned (its Python API is what is tested).
 VENV="$BUILD/venv-openai"
-if ! "$VENV/bin/python" -c "import openai" 2>/dev/null; then
-  rm -rf "$VENV"
-  if ! python3 -m venv "$VENV" >"$TMP/venv.log" 2>&1 ||
-     ! "$VENV/bin/pip" install -q "openai==3.57.0" >>"$TMP/venv.log" 2>&1; then
-    rm -rf "$VENV"
-    echo "skip: cannot install openai from PyPI into $VENV: $(tail -n 3 "$TMP/venv.log")"
-    exit 77
-  fi
-fi
+pinned_venv "$VENV" openai "openai==3.57.0"
 export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
 
 make_tiny_model "$TINY" "$TMP/model" 11
 # SmolLM2-Instruct's chat template (the committed tokenizer_config.json has none).
-python3 - "$TMP/model/tokenizer_config.json" tests/fixtures/chat_templates/smollm2-instruct.jinja <<'PY'
-import json, sys
-cfg = json.load(open(sys.argv[1]))
-cfg["chat_template"] = open(sys.argv[2]).read()
-json.dump(cfg, open(sys.argv[1], "w"))
-PY
+add_smollm2_chat_template "$TMP/model"
 head -n 16 data/sample/medqa_train.jsonl > "$TMP/train.jsonl"
 cat > "$TMP/run.yaml" <<YAML
 base_model: $TMP/model

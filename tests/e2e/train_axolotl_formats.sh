@@ -22,12 +22,7 @@ export OMP_WAIT_POLICY=passive
 
 MODEL="$TMP/model"
 make_tiny_model "$TINY" "$MODEL" 5
-python3 - "$MODEL/tokenizer_config.json" tests/fixtures/chat_templates/smollm2-instruct.jinja <<'EOF'
-import json, sys
-cfg = json.load(open(sys.argv[1]))
-cfg["chat_template"] = open(sys.argv[2]).read()
-json.dump(cfg, open(sys.argv[1], "w"))
-EOF
+add_smollm2_chat_template "$MODEL"
 
 cat > "$TMP/alpaca.jsonl" <<'EOF'
 {"question": "Name the antidote for opioid overdose.", "context": "", "answer": "Naloxone."}

@@ -24,20 +24,13 @@ trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # shellcheck source=tests/support/tiny_model.sh
 . tests/support/tiny_model.sh
+. tests/support/pinned_venv.sh
 [ -x "$TINY" ] || fail "$TINY is missing: build the medtune-tiny-llama target"
 
 # The reader, pinned: 2.18.0 is the last release for Python 3.9+, with the EventAccumulator API
 # (and purge_orphaned_data) unchanged since TensorBoard 1.x.
 VENV="$BUILD/venv-tensorboard"
-if ! "$VENV/bin/python" -c "import tensorboard" 2>/dev/null; then
-  rm -rf "$VENV"
-  if ! python3 -m venv "$VENV" >"$TMP/venv.log" 2>&1 ||
-     ! "$VENV/bin/pip" install -q "tensorboard==2.18.0" >>"$TMP/venv.log" 2>&1; then
-    rm -rf "$VENV"
-    echo "skip: cannot install tensorboard==2.18.0 from PyPI into $VENV: $(tail -n 3 "$TMP/venv.log")"
-    exit 77
-  fi
-fi
+pinned_venv "$VENV" tensorboard "tensorboard==2.18.0"
 
 export OMP_WAIT_POLICY=passive
 make_tiny_model "$TINY" "$TMP/model" 5
