@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config
+  ccache                   # compiler cache: the test script's later builds reuse the Release build's objects
   libopenblas-openmp-dev   # BLAS (OpenMP build, shares our OpenMP thread pool)
   nlohmann-json3-dev       # JSON (configs, safetensors headers, reports)
   libyaml-cpp-dev          # YAML training configs (medtune train --config)
