@@ -184,9 +184,8 @@ void add_train_command(CLI::App& app) {
     std::string device;       // overrides device
     std::string precision;    // overrides precision
     bool skip_invalid = false;  // overrides skip_invalid
-    double ddp_timeout_s = 0;   // 0: dist::timeout_s()'s default
-    std::string reduction;      // dist/gradient_sum.h: ordered | allreduce; "": ordered on the CPU,
-                                // allreduce (NCCL/RCCL) on GPUs
+    std::string ddp_timeout;    // overrides ddp_timeout
+    std::string reduction;      // overrides ddp_reduction
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "Fine-tune a LoRA adapter from an axolotl-style YAML config");
@@ -210,22 +209,24 @@ void add_train_command(CLI::App& app) {
                 "Leave out (and count) dataset records that are invalid instead of stopping (the config key skip_invalid)");
   cmd->add_option("--max-runtime", args->max_runtime,
                   "Save a checkpoint and exit 0 after this long (12h, 90m, 3600s or seconds)");
-  cmd->add_option("--ddp-timeout", args->ddp_timeout_s,
-                  "Under mpirun/srun: seconds a rank waits for the others before it ends the job (default 1800)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--ddp-timeout", args->ddp_timeout,
+                  "Under mpirun/srun: seconds a rank waits for the others before it ends the job (the config key "
+                  "ddp_timeout; default 1800)");
   cmd->add_option("--reduction", args->reduction,
-                  "Under mpirun/srun: how gradients are summed over ranks: ordered (default on the CPU; bit-identical to "
-                  "one process with world x accumulation) or allreduce (default on GPUs: NCCL/RCCL; equal to fp32 rounding)")
-      ->check(CLI::IsMember({"ordered", "allreduce"}));
+                  "Under mpirun/srun: how gradients are summed over ranks (the config key ddp_reduction): ordered "
+                  "(default on the CPU; bit-identical to one process with world x accumulation) or allreduce (default "
+                  "on GPUs: NCCL/RCCL; equal to fp32 rounding)");
   cmd->callback([args] {
     std::vector<std::string> overrides = args->overrides;
     if (!args->device.empty()) overrides.push_back("device=" + args->device);  // last: wins
     if (!args->precision.empty()) overrides.push_back("precision=" + args->precision);
     if (args->skip_invalid) overrides.push_back("skip_invalid=true");
+    if (!args->ddp_timeout.empty()) overrides.push_back("ddp_timeout=" + args->ddp_timeout);
+    if (!args->reduction.empty()) overrides.push_back("ddp_reduction=" + args->reduction);
     train::TrainConfig cfg = train::load_train_config(args->config, overrides);
     // One rank of a data-parallel job when a launcher started it (mpirun, srun; dist/launch.h).
     // Rank 0 alone prints; every rank checks and trains.
-    if (args->ddp_timeout_s > 0) dist::set_timeout_s(args->ddp_timeout_s);
+    if (cfg.ddp_timeout_s > 0) dist::set_timeout_s(cfg.ddp_timeout_s);
     dist::Communicator& comm = dist::world();
     const bool lead = comm.rank() == 0;
     std::ostream silent(nullptr);
@@ -326,7 +327,7 @@ void add_train_command(CLI::App& app) {
     if (comm.size() > 1 && !be.device().is_cpu()) gpu_comm = dist::with_gpu_collectives(comm, be.device().index);
     hooks.comm = gpu_comm ? gpu_comm.get() : &comm;
     hooks.deterministic_reduction =
-        args->reduction.empty() ? be.device().is_cpu() || !gpu_comm : args->reduction == "ordered";
+        cfg.ddp_reduction == "auto" ? be.device().is_cpu() || !gpu_comm : cfg.ddp_reduction == "ordered";
     if (lead) hooks.metrics_sinks.push_back(std::make_shared<TrainReportSink>(cfg));
     if (!ld.val_items.empty())
       hooks.accuracy = [&] {

@@ -223,6 +223,10 @@ constexpr std::array<std::pair<std::string_view, ScheduleKind>, 4> kSchedulers{
      {"constant", ScheduleKind::kConstant},
      {"constant_with_warmup", ScheduleKind::kConstantWithWarmup}}};
 
+// How a data-parallel job sums gradients over ranks (dist/gradient_sum.h).
+constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kReductions{
+    {{"auto", "auto"}, {"ordered", "ordered"}, {"allreduce", "allreduce"}}};
+
 std::string resolve_path(const std::string& p) {
   // Relative to the working directory, as axolotl does; stored absolute so the resolved config in
   // the run directory still points at the same files from anywhere.
@@ -546,6 +550,10 @@ const std::vector<KnownKey>& known_keys() {
          c.precision = s;
        }},
       {"max_runtime", [](C& c, const Entry& e) { c.max_runtime_s = read_duration(e); }},
+      {"ddp_timeout",
+       [](C& c, const Entry& e) { c.ddp_timeout_s = read_float(e, "a number of seconds > 0", [](double x) { return x > 0; }); }},
+      {"ddp_reduction",
+       [](C& c, const Entry& e) { c.ddp_reduction = std::string(read_enum(e, e.value, kReductions)); }},
       {"resume_from_checkpoint",
        [](C& c, const Entry& e) {
          const std::string s = read_string(e, e.value);
@@ -660,7 +668,6 @@ const std::vector<ForeignKey>& foreign_keys() {
       {"dataloader_num_workers", Effect::kWarn, "medtune loads data in-process"},
       {"dataloader_pin_memory", Effect::kWarn, "medtune loads data in-process"},
       {"dataloader_prefetch_factor", Effect::kWarn, "medtune loads data in-process"},
-      {"ddp_timeout", Effect::kWarn, "medtune's distributed training is its own"},
       {"strict", Effect::kWarn, "medtune is always strict about keys"},
       {"debug", Effect::kWarn, "no meaning in medtune"},
       {"local_rank", Effect::kWarn, "ranks come from the launcher"},
@@ -1043,6 +1050,8 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
   j["device"] = c.device;
   j["precision"] = c.precision;
   j["max_runtime"] = optional(c.max_runtime_s > 0 ? std::to_string(c.max_runtime_s) + "s" : "");
+  j["ddp_timeout"] = c.ddp_timeout_s > 0 ? ordered_json(c.ddp_timeout_s) : ordered_json(nullptr);
+  j["ddp_reduction"] = c.ddp_reduction;
   j["resume_from_checkpoint"] = optional(c.resume_from_checkpoint);
   return j;
 }

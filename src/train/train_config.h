@@ -135,6 +135,10 @@ struct TrainConfig {
   std::string device = "cpu";          // where to compute: cpu, gpu, gpu:N (backend::parse_device)
   std::string precision = "auto";      // fp32, bf16, auto (bf16 on a GPU): backend::parse_precision
   int64_t max_runtime_s = 0;           // 0: no limit
+  // Data-parallel jobs (mpirun/srun; docs/distributed.md). Neither changes what is trained, so a
+  // resume may change them (checkpoint_identity.cpp).
+  double ddp_timeout_s = 0;            // 0: dist::timeout_s()'s default (1800 s, transformers' ddp_timeout)
+  std::string ddp_reduction = "auto";  // ordered, allreduce, auto (ordered on the CPU, allreduce with NCCL/RCCL)
   std::string resume_from_checkpoint;  // "": start fresh; "auto": latest in output_dir; else a path
 
   // Why an accepted key does nothing (bf16 on the CPU, ...) or an odd combination; the trainer

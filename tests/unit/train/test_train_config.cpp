@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "train/checkpoint_identity.h"
 #include "train/train_config.h"
 
 namespace medtune::train {
@@ -437,6 +438,24 @@ TEST(TrainConfig, DeviceKey) {
       << error_of(kMinimal + "precision: int8\n");
 }
 
+// The data-parallel keys: read, overridden as `medtune train --ddp-timeout/--reduction` do it, named
+// when wrong, and left out of a run's identity (a resume may change how ranks wait and sum).
+TEST(TrainConfig, DataParallelKeys) {
+  const TrainConfig d = load_text(kMinimal);
+  EXPECT_EQ(d.ddp_timeout_s, 0);  // dist::timeout_s()'s default
+  EXPECT_EQ(d.ddp_reduction, "auto");
+  const TrainConfig c = load_text(kMinimal + "ddp_timeout: 600\nddp_reduction: ordered\n", {"ddp_reduction=allreduce"});
+  EXPECT_EQ(c.ddp_timeout_s, 600);
+  EXPECT_EQ(c.ddp_reduction, "allreduce");
+  EXPECT_EQ(error_of(kMinimal + "ddp_timeout: 0\n"),
+            cfg_path() + ":5: 'ddp_timeout' must be a number of seconds > 0, got '0'");
+  EXPECT_EQ(error_of(kMinimal + "ddp_reduction: ring\n"),
+            cfg_path() + ":5: 'ddp_reduction' must be one of auto, ordered, allreduce, got 'ring'");
+  nlohmann::json a = train::training_relevant_config(d), b = train::training_relevant_config(c);
+  EXPECT_FALSE(a.contains("ddp_timeout") || a.contains("ddp_reduction"));
+  EXPECT_EQ(a, b);
+}
+
 TEST(TrainConfig, ScalarForms) {
   EXPECT_EQ(load_text(kMinimal + "max_runtime: 12h\n").max_runtime_s, 43200);
   EXPECT_EQ(load_text(kMinimal + "max_runtime: 3600s\n").max_runtime_s, 3600);
@@ -534,7 +553,8 @@ const std::string kEverything =
     "7\n"
     "output_dir: out/run 1\nsave_steps: 100\nsave_total_limit: 0\neval_steps: 25\nlogging_steps: "
     "5\n"
-    "num_threads: 2\nmax_runtime: 2h\nresume_from_checkpoint: auto\n";
+    "num_threads: 2\nmax_runtime: 2h\nresume_from_checkpoint: auto\n"
+    "ddp_timeout: 90.5\nddp_reduction: allreduce\n";
 
 TEST(TrainConfig, YamlRoundTrip) {
   std::vector<TrainConfig> configs = {
