@@ -74,8 +74,8 @@ json simd_levels() {
       {"fp32 F32 weights", "OpenBLAS sgemm/sgemv (its own CPU dispatch)"},
       {"fp32 Q8_0 Q4_0 Q4_1 Q4_K Q6_K F16 BF16 weights", fp32_quant},
       {"fp32 NF4 weights", isa >= Isa::kAvx2 ? "avx2" : "scalar"},
-      {"int8 Q8_0 Q4_0 Q4_1 weights", std::string(isa_name(int8::kernel_isa())) + " (int8 dot products)"},
-      {"int8 Q4_K Q6_K NF4 F16 F32 weights", "fp32 path (no int8 kernel yet)"},
+      {"int8 Q8_0 Q4_0 Q4_1 Q4_K Q6_K weights", std::string(isa_name(int8::kernel_isa())) + " (int8 dot products)"},
+      {"int8 NF4 F16 BF16 F32 weights", "fp32 path (no int8 kernel)"},
       {"softmax/SiLU exp", ops::vec_exp_compiled() ? "avx2 (compiled into the baseline)" : "std::exp"},
   };
   const char* env = std::getenv("MEDTUNE_ISA");

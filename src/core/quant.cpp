@@ -37,6 +37,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/kquant_layout.h"
 
 #include "core/cpu_features.h"
 #include "core/quant_kernels.h"
@@ -59,18 +60,8 @@ constexpr int64_t kQ4_1Bytes = 20;
 constexpr int64_t kQ4_KBytes = 144;
 constexpr int64_t kQ6_KBytes = 210;
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block (ggml's get_scale_min_k4):
-// bytes 0-3 hold sc0-3 (low 6 bits) and the top 2 bits of sc4-7; bytes 4-7 likewise for m;
-// bytes 8-11 hold the low 4 bits of sc4-7 (low nibble) and m4-7 (high nibble).
-inline void q4k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
+using kquant::q4k_scale_min;
+using kquant::q6k_value;
 
 // Per-sub-block factors of one Q4_K super-block (d, dmin: its two f16 scales): x = ds[k]*q - dm[k].
 inline void q4k_factors(const uint8_t* blk, float d, float dmin, float ds[8], float dm[8]) {
@@ -80,13 +71,6 @@ inline void q4k_factors(const uint8_t* blk, float d, float dmin, float ds[8], fl
     ds[k] = d * static_cast<float>(sc);
     dm[k] = dmin * static_cast<float>(m);
   }
-}
-
-// The 6-bit value (0..63) of element l + 32*g of a Q6_K half (ql: 64 bytes, qh: 32 bytes).
-inline int q6k_value(const uint8_t* ql, const uint8_t* qh, int g, int l) {
-  const int lo = (g & 1) ? ql[l + 32] : ql[l];
-  const int nib = (g < 2) ? (lo & 0xF) : (lo >> 4);
-  return nib | (((qh[l] >> (2 * g)) & 3) << 4);
 }
 
 // The AVX2 kernels run when this CPU has AVX2, FMA and F16C and MEDTUNE_ISA allows them.

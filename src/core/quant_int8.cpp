@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/kquant_layout.h"
 #include "core/quant_int8_kernels.h"
 
 namespace medtune::int8 {
@@ -21,28 +23,64 @@ float load_f16(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-// One weight block as integers w[32] plus its f16 scale d and (Q4_1) min m; returns the block's
-// size in bytes.
-int64_t weight_block(DType t, const uint8_t* blk, int w[kBlock], float* d, float* m) {
-  *m = 0.0f;
-  *d = load_f16(blk);
+// The weights under activation block b of a row, as integers: element e = d * lane_mul[e / 4] *
+// w[e] + m. lane_mul is 1 except for Q6_K, whose sub-blocks of 16 have their own int8 scales
+// (kept as integers: lane sums are multiplied by them exactly, as the kernels do).
+struct WeightBlock {
+  int w[kBlock];
+  int lane_mul[8];
+  float d, m;
+};
+
+void weight_block(DType t, const uint8_t* row, int64_t b, WeightBlock* wb) {
+  std::fill(std::begin(wb->lane_mul), std::end(wb->lane_mul), 1);
+  wb->m = 0.0f;
   switch (t) {
-    case DType::Q8_0:
-      for (int e = 0; e < kBlock; ++e) w[e] = static_cast<int8_t>(blk[2 + e]);
-      return 34;
-    case DType::Q4_0:
+    case DType::Q8_0: {
+      const uint8_t* blk = row + 34 * b;
+      wb->d = load_f16(blk);
+      for (int e = 0; e < kBlock; ++e) wb->w[e] = static_cast<int8_t>(blk[2 + e]);
+      return;
+    }
+    case DType::Q4_0: {
+      const uint8_t* blk = row + 18 * b;
+      wb->d = load_f16(blk);
       for (int e = 0; e < kBlock / 2; ++e) {
-        w[e] = (blk[2 + e] & 0xF) - 8;
-        w[e + kBlock / 2] = (blk[2 + e] >> 4) - 8;
+        wb->w[e] = (blk[2 + e] & 0xF) - 8;
+        wb->w[e + kBlock / 2] = (blk[2 + e] >> 4) - 8;
       }
-      return 18;
-    case DType::Q4_1:
-      *m = load_f16(blk + 2);
+      return;
+    }
+    case DType::Q4_1: {
+      const uint8_t* blk = row + 20 * b;
+      wb->d = load_f16(blk);
+      wb->m = load_f16(blk + 2);
       for (int e = 0; e < kBlock / 2; ++e) {
-        w[e] = blk[4 + e] & 0xF;
-        w[e + kBlock / 2] = blk[4 + e] >> 4;
+        wb->w[e] = blk[4 + e] & 0xF;
+        wb->w[e + kBlock / 2] = blk[4 + e] >> 4;
       }
-      return 20;
+      return;
+    }
+    case DType::Q4_K: {  // sub-block k: (d*sc)*q - dmin*m, both products exact in fp32
+      const uint8_t* blk = row + kquant::kQ4KBytes * (b / 8);
+      const int k = static_cast<int>(b % 8);
+      uint8_t sc, mn;
+      kquant::q4k_scale_min(k, blk + 4, &sc, &mn);
+      wb->d = load_f16(blk) * static_cast<float>(sc);
+      wb->m = -(load_f16(blk + 2) * static_cast<float>(mn));
+      const uint8_t* qs = blk + kquant::kQ4KQsOffset + 32 * (k / 2);
+      for (int e = 0; e < kBlock; ++e) wb->w[e] = (k % 2 == 0) ? (qs[e] & 0xF) : (qs[e] >> 4);
+      return;
+    }
+    case DType::Q6_K: {  // group g of half h: two sub-blocks of 16 with int8 scales
+      const uint8_t* blk = row + kquant::kQ6KBytes * (b / 8);
+      const int h = static_cast<int>(b % 8) / 4, g = static_cast<int>(b % 4);
+      const int8_t* sc = reinterpret_cast<const int8_t*>(blk + kquant::kQ6KScaleOffset) + 8 * h + 2 * g;
+      wb->d = load_f16(blk + kquant::kQ6KDOffset);
+      for (int e = 0; e < kBlock; ++e) wb->w[e] = kquant::q6k_value(blk + 64 * h, blk + 128 + 32 * h, g, e) - 32;
+      for (int j = 0; j < 8; ++j) wb->lane_mul[j] = sc[j / 4];
+      return;
+    }
     default:
       throw Internal("int8 dot: no int8 kernel for " + std::string(dtype_name(t)));
   }
@@ -66,7 +104,7 @@ int8_detail::DotRowsFn kernel_of(Isa isa) {
 }  // namespace
 
 bool supports(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::Q6_K;
 }
 
 void quantize_activations(const float* x, int64_t n, BlockQ8* out) {
@@ -101,17 +139,18 @@ void quantize_activations(const float* x, int64_t n, BlockQ8* out) {
 float dot_scalar(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb) {
   float acc[8] = {};
   float macc = 0.0f;
-  int wq[kBlock];
+  const bool has_min = t == DType::Q4_1 || t == DType::Q4_K;
+  WeightBlock wb;
   for (int64_t b = 0; b < nb; ++b) {
-    float d, m;
-    w += weight_block(t, w, wq, &d, &m);
-    const float scale = d * x[b].d;
+    weight_block(t, w, b, &wb);
+    const float scale = wb.d * x[b].d;
     for (int j = 0; j < 8; ++j) {
       int32_t p = 0;  // exact: |p| <= 4 * 128 * 127
-      for (int e = 4 * j; e < 4 * j + 4; ++e) p += wq[e] * x[b].q[e];
+      for (int e = 4 * j; e < 4 * j + 4; ++e) p += wb.w[e] * x[b].q[e];
+      p *= wb.lane_mul[j];  // exact: Q6_K's |scale * p| <= 128 * 4 * 32 * 127 < 2^24
       acc[j] = std::fma(scale, static_cast<float>(p), acc[j]);
     }
-    if (t == DType::Q4_1) macc = std::fma(m, x[b].s, macc);
+    if (has_min) macc = std::fma(wb.m, x[b].s, macc);
   }
   float half[4];
   for (int j = 0; j < 4; ++j) half[j] = acc[j] + acc[j + 4];
@@ -119,9 +158,18 @@ float dot_scalar(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb) {
   return sum + macc;
 }
 
+namespace {
+void check_row(DType t, int64_t nb) {
+  if (!supports(t)) throw Internal("int8 dot: no int8 kernel for " + std::string(dtype_name(t)));
+  if ((t == DType::Q4_K || t == DType::Q6_K) && nb % 8 != 0)
+    throw Internal("int8 dot: " + std::string(dtype_name(t)) + " rows hold whole 256-element super-blocks; got " +
+                   std::to_string(nb) + " blocks of 32");
+}
+}  // namespace
+
 void dot_rows_with(Isa isa, DType t, const uint8_t* w, const BlockQ8* x, int64_t nb, int64_t ntok,
                    float* y, int64_t y_stride) {
-  if (!supports(t)) throw Internal("int8 dot: no int8 kernel for " + std::string(dtype_name(t)));
+  check_row(t, nb);
   if (!cpu_supports(isa)) throw Internal(std::string("int8 dot: this CPU cannot run ") + isa_name(isa));
   kernel_of(isa)(t, w, x, nb, ntok, y, y_stride);
 }
@@ -133,7 +181,7 @@ Isa kernel_isa() {
 void dot_rows(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb, int64_t ntok, float* y,
               int64_t y_stride) {
   static const int8_detail::DotRowsFn kernel = kernel_of(kernel_isa());
-  if (!supports(t)) throw Internal("int8 dot: no int8 kernel for " + std::string(dtype_name(t)));
+  check_row(t, nb);
   kernel(t, w, x, nb, ntok, y, y_stride);
 }
 

@@ -7,10 +7,14 @@
 //     [-127, 127], s = d * sum(q). d and s stay fp32 (llama.cpp rounds d to f16: ours is the
 //     more exact choice and costs nothing). A block with a NaN or an infinity gets d = NaN, so
 //     the result is NaN as the fp32 path's would be, never a silently finite number.
-//   - weights as stored: Q8_0 q (int8), Q4_0 q - 8, Q4_1 q (0..15) with its min m.
-//   - per block b and lane j (0..7) the integer partial p[b][j] = sum of w*q over elements
-//     4j..4j+3 (exact in int32: what vpmaddubsw + vpmaddwd and VNNI's vpdpbusd both compute);
-//     acc[j] = fma(d_w * d_x, float(p[b][j]), acc[j]) over blocks in order; Q4_1 adds
+//   - weights as stored: Q8_0 q (int8), Q4_0 q - 8, Q4_1 q (0..15) with its min m. The
+//     k-quants by sub-block of 32 (core/kquant_layout.h): Q4_K q (0..15) with d_w = d*sc_k and
+//     min m = -(dmin*m_k) (both products exact in fp32); Q6_K q - 32 with d_w = d and an int8
+//     scale per 16 elements, applied to the integer lane sums (s_j below).
+//   - per block b and lane j (0..7) the integer partial p[b][j] = s_j * (sum of w*q over elements
+//     4j..4j+3) (exact in int32: what vpmaddubsw + vpmaddwd and VNNI's vpdpbusd both compute;
+//     s_j = 1 except Q6_K's sub-block scale, |p| < 2^24 so float(p) is exact);
+//     acc[j] = fma(d_w * d_x, float(p[b][j]), acc[j]) over blocks in order; Q4_1 and Q4_K add
 //     m_w * s_x per block into a separate sum. The result is (acc0+acc4 + acc2+acc6) +
 //     (acc1+acc5 + acc3+acc7), plus that sum. Every kernel path computes exactly these
 //     operations, so all paths (scalar, AVX2, AVX-VNNI, AVX-512 VNNI) give the same bits.
@@ -34,13 +38,14 @@ struct BlockQ8 {
   int8_t q[kBlock];
 };
 
-// The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1. Others take the fp32 path.
+// The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K. Others (NF4, F16, ...)
+// take the fp32 path.
 bool supports(DType t);
 
 // x (n), n % 32 == 0 -> n / 32 blocks.
 void quantize_activations(const float* x, int64_t n, BlockQ8* out);
 
-// y[k * y_stride] = dot(weight row w_row (nblocks blocks of type t), activations of token k) for
+// y[k * y_stride] = dot(weight row w_row (32 * nblocks elements of type t), activations of token k) for
 // k < ntok; token k's blocks are x + k * nblocks. Runs the kernel of active_isa() (see
 // kernel_isa()). t must satisfy supports(t) (Internal otherwise).
 void dot_rows(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nblocks, int64_t ntok,

@@ -1,5 +1,6 @@
 // int8 dot kernels, AVX-512 VNNI with AVX512VL (Intel Cascade Lake+, AMD Zen 4+): vpdpbusd on 256-bit registers, so lanes and order match the AVX2 path exactly.
 // Status: compiled here, NOT executed: the development CPU (AMD Zen 3) has no AVX-512; its results must equal the AVX2 path bit for bit (test_quant_int8 checks that wherever the CPU has it).
+#include "core/kquant_layout.h"
 #include "core/quant_int8_kernels.h"
 
 #if defined(__x86_64__)

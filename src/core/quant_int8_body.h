@@ -9,7 +9,8 @@
 // vpmaddubsw pair sum is at most 2 * 128 * 127 = 32512 < 2^15: it never saturates, and the
 // AVX2 and VNNI lanes hold the same exact integers.
 
-// #include'd in an anonymous namespace after dot4(); needs <immintrin.h>, <cstring>, <cstdint>.
+// #include'd in an anonymous namespace after dot4(); needs <immintrin.h>, <cstring>, <cstdint> and
+// core/kquant_layout.h.
 
 constexpr int kTokTile = 4;  // tokens per pass over a weight row (each block decoded once)
 
@@ -84,9 +85,91 @@ void dot_tile(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, flo
   for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]) + macc[k];
 }
 
+// Q4_K, one super-block (8 activation blocks) at a time: sub-block k is a Q4_1-like block with
+// scale d*sc_k and min -(dmin*m_k) (kquant_layout.h), its unsigned nibbles straight into dot4.
+template <int T>
+void dot_tile_q4k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
+  __m256 acc[T];
+  float macc[T];
+  for (int k = 0; k < T; ++k) {
+    acc[k] = _mm256_setzero_ps();
+    macc[k] = 0.0f;
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t sb = 0; sb < nb / 8; ++sb) {
+    const uint8_t* blk = w + kquant::kQ4KBytes * sb;
+    const float d = f16(blk), dmin = f16(blk + 2);
+    float ds[8], dm[8];
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, mn;
+      kquant::q4k_scale_min(j, blk + 4, &sc, &mn);
+      ds[j] = d * static_cast<float>(sc);
+      dm[j] = -(dmin * static_cast<float>(mn));
+    }
+    for (int pair = 0; pair < 4; ++pair) {
+      const __m256i bytes = load_q(reinterpret_cast<const int8_t*>(blk + kquant::kQ4KQsOffset + 32 * pair));
+      const __m256i q[2] = {_mm256_and_si256(bytes, m4), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), m4)};
+      for (int half = 0; half < 2; ++half) {
+        const int sub = 2 * pair + half;
+        const int64_t b = 8 * sb + sub;
+        for (int k = 0; k < T; ++k) {
+          const int8::BlockQ8& xb = x[k * nb + b];
+          const __m256i p = dot4(q[half], load_q(xb.q));
+          acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(ds[sub] * xb.d), _mm256_cvtepi32_ps(p), acc[k]);
+          macc[k] = fma1(dm[sub], xb.s, macc[k]);
+        }
+      }
+    }
+  }
+  for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]) + macc[k];
+}
+
+// Q6_K, one super-block at a time: each group of 32 (q - 32, signed) with two int8 scales, one
+// per 16 elements = lanes 0-3 and 4-7; the lane sums are multiplied by them in int32 (exact).
+template <int T>
+void dot_tile_q6k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
+  __m256 acc[T];
+  for (int k = 0; k < T; ++k) acc[k] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
+  for (int64_t sb = 0; sb < nb / 8; ++sb) {
+    const uint8_t* blk = w + kquant::kQ6KBytes * sb;
+    const float d = f16(blk + kquant::kQ6KDOffset);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + kquant::kQ6KScaleOffset);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql[2] = {load_q(reinterpret_cast<const int8_t*>(blk + 64 * h)),
+                             load_q(reinterpret_cast<const int8_t*>(blk + 64 * h + 32))};
+      const __m256i qh = load_q(reinterpret_cast<const int8_t*>(blk + 128 + 32 * h));
+      for (int g = 0; g < 4; ++g) {
+        const __m256i lo = g < 2 ? _mm256_and_si256(ql[g & 1], m4)
+                                 : _mm256_and_si256(_mm256_srli_epi16(ql[g & 1], 4), m4);
+        // The 2 high bits, masked before the 16-bit shift so nothing crosses into the next byte.
+        const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2), 4);
+        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), k32);  // -32..31
+        const __m256i aq = _mm256_sign_epi8(q, q);
+        const int s0 = sc[8 * h + 2 * g], s1 = sc[8 * h + 2 * g + 1];
+        const __m256i lane_mul = _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
+        const int64_t b = 8 * sb + 4 * h + g;
+        for (int k = 0; k < T; ++k) {
+          const int8::BlockQ8& xb = x[k * nb + b];
+          const __m256i p = _mm256_mullo_epi32(dot4(aq, _mm256_sign_epi8(load_q(xb.q), q)), lane_mul);
+          acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb.d), _mm256_cvtepi32_ps(p), acc[k]);
+        }
+      }
+    }
+  }
+  for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]);
+}
+
+template <int T>
+void dot_tile_any(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
+  if (t == DType::Q4_K) return dot_tile_q4k<T>(w, x, nb, y, y_stride);
+  if (t == DType::Q6_K) return dot_tile_q6k<T>(w, x, nb, y, y_stride);
+  dot_tile<T>(t, w, x, nb, y, y_stride);
+}
+
 void dot_rows_body(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, int64_t ntok,
                    float* y, int64_t y_stride) {
   int64_t k = 0;
-  for (; k + kTokTile <= ntok; k += kTokTile) dot_tile<kTokTile>(t, w, x + k * nb, nb, y + k * y_stride, y_stride);
-  for (; k < ntok; ++k) dot_tile<1>(t, w, x + k * nb, nb, y + k * y_stride, y_stride);
+  for (; k + kTokTile <= ntok; k += kTokTile) dot_tile_any<kTokTile>(t, w, x + k * nb, nb, y + k * y_stride, y_stride);
+  for (; k < ntok; ++k) dot_tile_any<1>(t, w, x + k * nb, nb, y + k * y_stride, y_stride);
 }

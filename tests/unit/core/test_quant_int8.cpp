@@ -29,7 +29,7 @@ using int8::BlockQ8;
 
 const std::string kDir = std::string(MEDTUNE_SOURCE_DIR) + "/tests/fixtures/quant/";
 constexpr int64_t kN = 1024;  // elements in each fixture (tests/fixtures/quant/<TYPE>.blocks)
-const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1};
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
 const Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni};
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
@@ -51,13 +51,37 @@ std::vector<uint8_t> weight_rows(DType t, int rows, uint64_t seed) {
   for (int64_t b = rb / bb; b < rb * rows / bb; ++b) {
     uint8_t* blk = w.data() + b * bb;
     const uint16_t scale = static_cast<uint16_t>(0x1000 + rng() % 0x2000);  // ~2^-12 .. 2^-4
-    std::memcpy(blk, &scale, 2);
+    // The f16 scale: first in every block but Q6_K's (its last 2 bytes).
+    std::memcpy(blk + (t == DType::Q6_K ? 208 : 0), &scale, 2);
     if (t == DType::Q4_1) {
       const uint16_t m = static_cast<uint16_t>((0x1000 + rng() % 0x2000) | (rng() % 2 ? 0x8000 : 0));
       std::memcpy(blk + 2, &m, 2);
     }
+    if (t == DType::Q4_K) {  // dmin: positive as llama.cpp's quantizer writes it (mins are subtracted)
+      const uint16_t m = static_cast<uint16_t>(0x1000 + rng() % 0x2000);
+      std::memcpy(blk + 2, &m, 2);
+    }
   }
   return w;
+}
+
+// The constant part of activation block b's weights in a row (x = integer part + min): Q4_1's
+// stored min, Q4_K's -(dmin * m_k) (core/kquant_layout.h), 0 for the other types.
+double block_min(DType t, const uint8_t* row, int64_t b) {
+  uint16_t h;
+  if (t == DType::Q4_1) {
+    std::memcpy(&h, row + 20 * b + 2, 2);
+    return f16_to_f32(h);
+  }
+  if (t == DType::Q4_K) {
+    const uint8_t* blk = row + 144 * (b / 8);
+    const int k = static_cast<int>(b % 8);
+    const uint8_t* s = blk + 4;
+    const int m = k < 4 ? (s[k + 4] & 63) : ((s[k + 4] >> 4) | ((s[k] >> 6) << 4));
+    std::memcpy(&h, blk + 2, 2);
+    return -static_cast<double>(f16_to_f32(h)) * m;
+  }
+  return 0.0;
 }
 
 std::vector<float> activations(int64_t n, uint64_t seed) {
@@ -176,16 +200,11 @@ TEST_P(Int8Dot, ReferenceIntegerSumsMatchDouble) {
   for (int r = 0; r < 4; ++r) {
     dequantize_row(t, w.data() + r * rb, deq.data(), kN);
     // mag bounds every fp32 operand the reference adds: |d_w d_x p_j| <= d_x sum|d_w w_e q_e| and
-    // |m_w s_x|; m_w is Q4_1's stored min (d_w w_e = dequantized - m_w exactly).
+    // |m_w s_x|; m_w is the block's min (Q4_1, Q4_K; d_w w_e = dequantized - m_w exactly).
     double exact = 0.0, mag = 0.0;
     for (int64_t b = 0; b < nb; ++b) {
       const BlockQ8& qb = q[static_cast<size_t>(b)];
-      double m = 0.0;
-      if (t == DType::Q4_1) {
-        uint16_t h;
-        std::memcpy(&h, w.data() + r * rb + 20 * b + 2, 2);
-        m = f16_to_f32(h);
-      }
+      const double m = block_min(t, w.data() + r * rb, b);
       double block = 0.0, block_mag = 0.0;
       for (int e = 0; e < 32; ++e) {
         const double v = deq[static_cast<size_t>(32 * b + e)];
@@ -197,7 +216,7 @@ TEST_P(Int8Dot, ReferenceIntegerSumsMatchDouble) {
     }
     const double eps = std::numeric_limits<float>::epsilon();
     const double got = int8::dot_scalar(t, w.data() + r * rb, q.data(), nb);
-    // Q4_1's min enters as m * s (s = d * sum q, rounded once): one more relative eps per block.
+    // The min enters as m * s (s = d * sum q, rounded once): one more relative eps per block.
     EXPECT_LE(std::fabs(got - exact), static_cast<double>(nb + 8) * 2 * eps * mag)
         << dtype_name(t) << " row " << r << " got " << got << " exact " << exact;
   }
@@ -239,11 +258,15 @@ INSTANTIATE_TEST_SUITE_P(Types, Int8Dot, ::testing::ValuesIn(kTypes),
 
 TEST(Int8Dot, SupportedTypesAndErrors) {
   EXPECT_TRUE(int8::supports(DType::Q8_0));
-  EXPECT_FALSE(int8::supports(DType::Q4_K));
+  EXPECT_TRUE(int8::supports(DType::Q4_K));
+  EXPECT_TRUE(int8::supports(DType::Q6_K));
   EXPECT_FALSE(int8::supports(DType::F32));
+  EXPECT_FALSE(int8::supports(DType::BF16));
   BlockQ8 b{};
   uint8_t w[210] = {};
   float y;
+  EXPECT_THROW(int8::dot_rows(DType::BF16, w, &b, 1, 1, &y, 1), Internal);
+  // A k-quant row is whole super-blocks (8 activation blocks).
   EXPECT_THROW(int8::dot_rows(DType::Q6_K, w, &b, 1, 1, &y, 1), Internal);
   EXPECT_THROW(int8::quantize_activations(nullptr, 31, &b), Internal);
 }

@@ -20,12 +20,14 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint64_
   std::vector<uint8_t> w(static_cast<size_t>(dtype_row_bytes(t, cols) * rows));
   for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
   const int64_t bb = dtype_block_bytes(t);
-  // Scales: the first f16 of each block, and the second for Q4_1 (m) and Q4_K (dmin).
+  // Scales: the first f16 of each block, and the second for Q4_1 (m) and Q4_K (dmin); Q6_K's
+  // one f16 is its last two bytes.
   const int scales = t == DType::Q4_1 || t == DType::Q4_K ? 2 : 1;
+  const int64_t at = t == DType::Q6_K ? 208 : 0;
   for (size_t b = 0; b < w.size() / static_cast<size_t>(bb); ++b)
     for (int k = 0; k < scales; ++k) {
       const uint16_t h = static_cast<uint16_t>(0x1000 + rng() % 0x2000);
-      std::memcpy(w.data() + b * static_cast<size_t>(bb) + 2 * k, &h, 2);
+      std::memcpy(w.data() + b * static_cast<size_t>(bb) + at + 2 * k, &h, 2);
     }
   return w;
 }
@@ -39,9 +41,11 @@ std::vector<float> random_x(int64_t n, uint64_t seed) {
 }
 
 TEST(LinearInt8, MatchesScalarReferencePerTokenAndRow) {
-  constexpr int64_t kRows = 70, kCols = 576;  // SmolLM2's hidden size: 18 blocks
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+  constexpr int64_t kRows = 70;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K}) {
     ASSERT_TRUE(int8_path(t));
+    // SmolLM2's hidden size (18 blocks of 32); the k-quants need whole super-blocks of 256.
+    const int64_t kCols = t == DType::Q4_K || t == DType::Q6_K ? 768 : 576;
     const std::vector<uint8_t> wb = random_weights(t, kRows, kCols, 5);
     const StoredMatrix w{t, kRows, kCols, wb.data()};
     const std::vector<float> bias = random_x(kRows, 6);
@@ -64,16 +68,13 @@ TEST(LinearInt8, MatchesScalarReferencePerTokenAndRow) {
 
 TEST(LinearInt8, DtypesWithoutInt8KernelTakeTheFp32Path) {
   constexpr int64_t kRows = 9, kCols = 512, N = 5;
-  for (DType t : {DType::Q4_K, DType::F32}) {
+  for (DType t : {DType::BF16, DType::F32}) {
     EXPECT_FALSE(int8_path(t));
-    std::vector<uint8_t> wb;
-    if (t == DType::F32) {
-      const std::vector<float> f = random_x(kRows * kCols, 8);
-      wb.resize(f.size() * 4);
-      std::memcpy(wb.data(), f.data(), wb.size());
-    } else {
-      wb = random_weights(t, kRows, kCols, 8);
-    }
+    const std::vector<float> f = random_x(kRows * kCols, 8);
+    std::vector<uint8_t> wb(f.size() * 4);
+    std::memcpy(wb.data(), f.data(), wb.size());
+    if (t == DType::BF16)  // the upper halves of the floats: finite bf16 values
+      for (size_t i = 0; i < f.size(); ++i) std::memcpy(wb.data() + 2 * i, wb.data() + 4 * i + 2, 2);
     const StoredMatrix w{t, kRows, kCols, wb.data()};
     const std::vector<float> x = random_x(N * kCols, 9);
     std::vector<float> a(N * kRows), b(N * kRows);

@@ -1,0 +1,47 @@
+// How ggml's k-quant super-blocks (256 elements) store their values: shared by the dequantizer
+// (core/quant.cpp) and the int8 dot kernels (core/quant_int8*.cpp).
+//   Q4_K 144 B: d f16 | dmin f16 | scales[12] (8 x 6-bit sc, 8 x 6-bit m) | qs[128]; sub-block k
+//               (32 elements) = ds[k]*q - dm[k], q in 0..15 from the low (k even) or high (k odd)
+//               nibbles of qs[32*(k/2) .. +32).
+//   Q6_K 210 B: ql[128] | qh[64] | scales[16] i8 | d f16; two halves of 128, each four groups of 32
+//               (q6k_value), each group two sub-blocks of 16 with their own scale:
+//               element l of group g of half h = d * scales[8h + 2g + l/16] * (q - 32).
+// Internal linkage on purpose: the per-ISA kernel files include this with their own -m flags,
+// and an inline function shared between them could be resolved to a copy using instructions the
+// CPU lacks.
+#pragma once
+
+#include <cstdint>
+
+namespace medtune::kquant {
+namespace {
+
+constexpr int64_t kSuperBlock = 256;
+constexpr int64_t kQ4KBytes = 144;
+constexpr int64_t kQ6KBytes = 210;
+constexpr int64_t kQ4KQsOffset = 16;    // after d, dmin and the 12 scale bytes
+constexpr int64_t kQ6KScaleOffset = 192;
+constexpr int64_t kQ6KDOffset = 208;
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block (ggml's get_scale_min_k4):
+// bytes 0-3 hold sc0-3 (low 6 bits) and the top 2 bits of sc4-7; bytes 4-7 likewise for m;
+// bytes 8-11 hold the low 4 bits of sc4-7 (low nibble) and m4-7 (high nibble). q: the 12 bytes.
+inline void q4k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// The 6-bit value (0..63) of element l + 32*g of a Q6_K half (ql: 64 bytes, qh: 32 bytes).
+inline int q6k_value(const uint8_t* ql, const uint8_t* qh, int g, int l) {
+  const int lo = (g & 1) ? ql[l + 32] : ql[l];
+  const int nib = (g < 2) ? (lo & 0xF) : (lo >> 4);
+  return nib | (((qh[l] >> (2 * g)) & 3) << 4);
+}
+
+}  // namespace
+}  // namespace medtune::kquant
