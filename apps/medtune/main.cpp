@@ -76,11 +76,12 @@ int main(int argc, char** argv) {
     return e.code;
   } catch (const medtune::BadInput& e) {
     // One rank of a job that fails alone must not leave the others waiting: it ends the job.
-    std::cerr << "medtune: " << medtune::dist::rank_prefix() << e.what() << "\n";
+    // One write: the ranks of a job share mpirun's stderr, and pieces of two messages interleave.
+    std::cerr << "medtune: " + medtune::dist::rank_prefix() + e.what() + "\n";
     medtune::dist::abort_job_if_distributed(medtune::cli::kExitBadInput);
     return medtune::cli::kExitBadInput;
   } catch (const std::exception& e) {
-    std::cerr << "medtune: " << medtune::dist::rank_prefix() << "internal error: " << e.what() << "\n";
+    std::cerr << "medtune: " + medtune::dist::rank_prefix() + "internal error: " + e.what() + "\n";
     medtune::dist::abort_job_if_distributed(medtune::cli::kExitInternal);
     return medtune::cli::kExitInternal;
   }
