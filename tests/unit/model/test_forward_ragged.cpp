@@ -5,33 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <random>
 
 #include "backend/backend.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "support/buffers.h"
+#include "support/random_adapter.h"
 
 namespace medtune {
 namespace {
 
 const char* kFixture = MEDTUNE_SOURCE_DIR "/tests/fixtures/hf/llama_gqa/base";
-
-// An adapter on every projection with random A and B (PEFT's init has B = 0: no effect).
-model::LoraWeights random_adapter(const ModelConfig& c, uint64_t seed) {
-  model::LoraConfig lc;
-  lc.r = 4;
-  lc.alpha = 8;
-  for (int p = 0; p < model::kNumProj; ++p) lc.targets.push_back(static_cast<model::Proj>(p));
-  model::LoraWeights w = model::init_lora(c, lc, seed);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 0.05f);
-  for (auto& layer : w.layers)
-    for (auto& l : layer)
-      for (float& b : l.B) b = nd(rng);
-  return w;
-}
 
 // One sequence of a test: its tokens, fed in runs of run_lengths tokens, and its adapter.
 struct Seq {
@@ -65,7 +50,7 @@ TEST(ForwardRagged, BatchedSequencesGetTheirLogitsAloneBitForBit) {
   model::LlamaModel m(io::open_checkpoint(kFixture), model::WeightQuant::kNone,
                       backend::batch_invariant(backend::cpu()));
   const int64_t V = m.config().vocab_size;
-  model::LoraWeights ad1 = random_adapter(m.config(), 1), ad2 = random_adapter(m.config(), 2);
+  model::LoraWeights ad1 = testing::random_adapter(m.config(), 1), ad2 = testing::random_adapter(m.config(), 2);
   // Prompts of 5, 3 and 7 tokens, then one-token steps; the third sequence runs its prompt in
   // two runs (chunked prefill) and has one step less.
   const std::vector<Seq> seqs = {{{3, 17, 5, 42, 9, 1, 30}, {5, 1, 1}, nullptr},
@@ -114,7 +99,7 @@ TEST(ForwardRagged, AloneEqualsForwardBatch) {
   for (const bool invariant : {true, false}) {
     backend::Backend& be = invariant ? backend::batch_invariant(backend::cpu()) : backend::cpu();
     model::LlamaModel m(io::open_checkpoint(kFixture), model::WeightQuant::kNone, be);
-    model::LoraWeights ad = random_adapter(m.config(), 3);
+    model::LoraWeights ad = testing::random_adapter(m.config(), 3);
     const int64_t V = m.config().vocab_size;
     const std::vector<int32_t> ids = {3, 17, 5, 42, 9, 1, 30};
     const auto T = static_cast<int64_t>(ids.size());
