@@ -35,31 +35,38 @@ void tail(float* acc, const float* w, const float* x, int64_t k0, int64_t K) {
   for (int64_t k = k0; k < K; ++k) acc[k - k0] = std::fma(w[k], x[k], acc[k - k0]);
 }
 
-// out[i] = dot(w, x_i) for `m` (1..4) rows x_i (stride K), each in the fixed order above.
-void dot_rows(float* out, int64_t out_stride, const float* w, const float* const* x, int m, int64_t K) {
+// out[j * wstride + i * out_stride] = dot(w_j, x_i) for `nw` (1..2) weight rows w_j (stride K)
+// and `m` (1..4) rows x_i (stride K), each element in the fixed order above: up to 8 independent
+// accumulators, so that a loaded weight vector serves 4 tokens and a loaded x vector 2 rows.
+template <int m>
+void dot_tile(float* out, int64_t out_stride, const float* w, int nw, const float* const* x, int64_t K) {
   const int64_t K8 = K / kLanes * kLanes;
-  alignas(32) float acc[4][kLanes] = {};
+  alignas(32) float acc[2][4][kLanes] = {};
 #if defined(__AVX2__) && defined(__FMA__)
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  __m256 a[2][4];
+  for (auto& row : a)
+    for (auto& v : row) v = _mm256_setzero_ps();
+  const float* w1 = nw > 1 ? w + K : w;
   for (int64_t k = 0; k < K8; k += kLanes) {
-    const __m256 wv = _mm256_loadu_ps(w + k);
-    a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[0] + k), a0);
-    if (m > 1) a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[1] + k), a1);
-    if (m > 2) a2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[2] + k), a2);
-    if (m > 3) a3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[3] + k), a3);
+    const __m256 w0v = _mm256_loadu_ps(w + k), w1v = _mm256_loadu_ps(w1 + k);
+    for (int i = 0; i < m; ++i) {  // m is a constant: unrolled
+      const __m256 xv = _mm256_loadu_ps(x[i] + k);
+      a[0][i] = _mm256_fmadd_ps(w0v, xv, a[0][i]);
+      a[1][i] = _mm256_fmadd_ps(w1v, xv, a[1][i]);
+    }
   }
-  _mm256_store_ps(acc[0], a0);
-  _mm256_store_ps(acc[1], a1);
-  _mm256_store_ps(acc[2], a2);
-  _mm256_store_ps(acc[3], a3);
+  for (int j = 0; j < 2; ++j)
+    for (int i = 0; i < 4; ++i) _mm256_store_ps(acc[j][i], a[j][i]);
 #else
-  for (int i = 0; i < m; ++i)
-    for (int64_t k = 0; k < K8; ++k) acc[i][k % kLanes] = std::fma(w[k], x[i][k], acc[i][k % kLanes]);
+  for (int j = 0; j < nw; ++j)
+    for (int i = 0; i < m; ++i)
+      for (int64_t k = 0; k < K8; ++k) acc[j][i][k % kLanes] = std::fma(w[j * K + k], x[i][k], acc[j][i][k % kLanes]);
 #endif
-  for (int i = 0; i < m; ++i) {
-    tail(acc[i], w, x[i], K8, K);
-    out[i * out_stride] = reduce_lanes(acc[i]);
-  }
+  for (int j = 0; j < nw; ++j)
+    for (int i = 0; i < m; ++i) {
+      tail(acc[j][i], w + j * K, x[i], K8, K);
+      out[j + i * out_stride] = reduce_lanes(acc[j][i]);
+    }
 }
 
 // y[n, r] = dot(W_r, x_n) for n in [n0, n1), r in [r0, r1); W rows in `wrows` ((r1 - r0), K).
@@ -69,7 +76,17 @@ void block(float* y, int64_t ldy, const float* x, const float* wrows, int64_t n0
     const int m = static_cast<int>(std::min<int64_t>(4, n1 - n));
     const float* xs[4] = {};
     for (int i = 0; i < m; ++i) xs[i] = x + (n + i) * K;
-    for (int64_t r = r0; r < r1; ++r) dot_rows(y + n * ldy + r, ldy, wrows + (r - r0) * K, xs, m, K);
+    for (int64_t r = r0; r < r1; r += 2) {
+      float* out = y + n * ldy + r;
+      const float* w = wrows + (r - r0) * K;
+      const int nw = static_cast<int>(std::min<int64_t>(2, r1 - r));
+      switch (m) {
+        case 1: dot_tile<1>(out, ldy, w, nw, xs, K); break;
+        case 2: dot_tile<2>(out, ldy, w, nw, xs, K); break;
+        case 3: dot_tile<3>(out, ldy, w, nw, xs, K); break;
+        default: dot_tile<4>(out, ldy, w, nw, xs, K); break;
+      }
+    }
   }
 }
 
