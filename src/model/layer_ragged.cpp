@@ -66,13 +66,26 @@ void layer_forward_ragged(const RaggedLayerCall& call, float* x, RaggedActs& a) 
   // Per sequence: its keys and values into its slot, then its queries against that slot alone,
   // as one batch row (B = 1) at its own past: the shape a sequence has when it runs alone.
   for (const SeqRun& r : call.runs) {
-    float* kc = call.k_cache + r.slot * call.Smax * KVD;  // (Smax, NKV, HD) of this slot
-    float* vc = call.v_cache + r.slot * call.Smax * KVD;
-    be.copy_rows(kc + r.past * KVD, KVD, a.k.data() + r.row0 * KVD, KVD, r.T, KVD);
-    be.copy_rows(vc + r.past * KVD, KVD, a.v.data() + r.row0 * KVD, KVD, r.T, KVD);
+    be.copy_rows(call.k_cache + (r.slot * call.Smax + r.past) * KVD, KVD, a.k.data() + r.row0 * KVD, KVD, r.T, KVD);
+    be.copy_rows(call.v_cache + (r.slot * call.Smax + r.past) * KVD, KVD, a.v.data() + r.row0 * KVD, KVD, r.T, KVD);
+  }
+  const auto attend = [&](const SeqRun& r) {
     const ops::AttentionShape shape{1, r.T, r.past, call.Smax, NH, NKV, HD};
-    be.attention_forward(a.att.data() + r.row0 * QD, nullptr, a.q.data() + r.row0 * QD, kc, vc,
+    be.attention_forward(a.att.data() + r.row0 * QD, nullptr, a.q.data() + r.row0 * QD,
+                         call.k_cache + r.slot * call.Smax * KVD, call.v_cache + r.slot * call.Smax * KVD,
                          call.key_valid + r.slot * call.Smax, nullptr, shape);
+  };
+  const auto runs = static_cast<int64_t>(call.runs.size());
+  if (be.device().is_cpu() && runs > 1) {
+    // On the CPU the sequences' attentions run side by side, one per thread (the CPU backend's ops
+    // may be called from several threads: backend.h), instead of one threaded call each: 16 decode
+    // steps would otherwise open 16 thread teams per layer. A sequence's heads then run one after
+    // another on its thread, each head the same arithmetic as in a threaded call (BLAS runs
+    // single-threaded inside a parallel region either way).
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t i = 0; i < runs; ++i) attend(call.runs[static_cast<size_t>(i)]);
+  } else {
+    for (const SeqRun& r : call.runs) attend(r);
   }
   be.linear_forward(a.proj.data(), a.att.data(), w.o, bias_or_null(w.o_bias), N);
   lora_add(call, a.att.data(), QD, {{a.proj.data(), Proj::o}});
