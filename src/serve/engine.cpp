@@ -113,8 +113,9 @@ void Engine::loop() {
     try {
       step(slots);
     } catch (const std::exception& e) {
-      // The pass itself failed: every job in it ends with the error (logged by the HTTP layer
-      // with its request; the client gets a 500 without internals).
+      // The pass itself failed: every running job ends with the error, since the cache's
+      // contents are unknown now (logged by the HTTP layer with each request; the client gets a
+      // 500 without internals).
       for (auto& s : slots)
         if (s) end(s, FinishReason::kError, e.what());
     }
