@@ -14,10 +14,11 @@
 //      slot at the next iteration).
 //
 // Exactness: a job's logits do not depend on what else is in the batch when the model computes
-// on a batch-invariant backend (backend::batch_invariant: `medtune serve` on the CPU uses it):
-// its rows go through per-row-invariant products, its attention runs over its own slot with the
-// shape it has alone, and its prompt is cut into chunks at fixed offsets (multiples of
-// kPrefillChunk) whatever the load, so that the attention's shapes are those of a run alone too.
+// on a batch-invariant backend (backend::batch_invariant: `medtune serve` uses it on the CPU when
+// --parallel is above 1): its rows go through per-row-invariant products, its attention runs over
+// its own slot with the shape it has alone, and its prompt is cut into chunks at fixed offsets
+// (multiples of kPrefillChunk) whatever the load, so that the attention's shapes are those of a
+// run alone too.
 // Greedy output is then identical alone or batched. A job never sees another's adapter: its rows
 // lie in its adapter's segment only.
 #pragma once
