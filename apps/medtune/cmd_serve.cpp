@@ -1,5 +1,5 @@
 // medtune serve MODEL [--adapter NAME=DIR ...] [--host H] [--port P] [--api-key KEY | --api-key-file F]
-//                     [-c N] [--queue-size N] [--threads-http N] [--ssl-cert-file F --ssl-key-file F]
+//                     [-c N] [--parallel N] [--queue-size N] [--threads-http N] [--ssl-cert-file F --ssl-key-file F]
 // An OpenAI-compatible HTTP server (src/serve/): /v1/chat/completions, /v1/completions, /v1/models,
 // /health, /metrics and a chat page at /. Option names follow llama-server's where it has one.
 // Binds 127.0.0.1 unless told otherwise, and refuses any other address without an API key.
@@ -61,7 +61,7 @@ void add_serve_command(CLI::App& app) {
     std::vector<std::string> adapters;
     std::string base_quant = "none", device = "cpu", precision = "auto";
     int port = 8080, threads_http = 64, io_timeout = 30;
-    int64_t ctx_size = 0, queue_size = 64, max_body_bytes = 4 << 20, max_tokens = 0, max_n = 8;
+    int64_t ctx_size = 0, parallel = 4, queue_size = 64, max_body_bytes = 4 << 20, max_tokens = 0, max_n = 8;
     double request_timeout = 600;
     bool quiet = false;
   };
@@ -76,8 +76,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key-file", args->api_key_file, "File whose first line is the API key");
   cmd->add_option("-a,--alias", args->alias, "Model name of the base in the API (default: MODEL's file name without .gguf)");
   cmd->add_option("-c,--ctx-size", args->ctx_size,
-                  "KV cache positions planned at start: prompt + answer of one request (default: min(model context, 4096))")
+                  "KV cache positions in all, allocated at start and divided among the --parallel slots: a request's "
+                  "prompt + answer may use ctx-size / parallel (default: parallel x min(model context, 4096))")
       ->check(integer_in(2));
+  cmd->add_option("--parallel", args->parallel,
+                  "Requests computed together (KV cache slots): their prompt and decode steps share forward passes")
+      ->check(integer_in(1, 1024))->capture_default_str();
   cmd->add_option("--queue-size", args->queue_size, "Requests waiting or running at most; more get 503")
       ->check(integer_in(1, 100000))->capture_default_str();
   cmd->add_option("--threads-http", args->threads_http, "HTTP connections served at once")->check(integer_in(1, 4096))->capture_default_str();
@@ -128,10 +132,16 @@ void add_serve_command(CLI::App& app) {
       if (!args->quiet) std::cerr << "medtune serve: note: no chat template (" << e.what() << "): /v1/chat/completions answers 400\n";
     }
     const int64_t max_pos = ckpt.config.max_position_embeddings;
-    if (args->ctx_size > 0 && max_pos > 0 && args->ctx_size > max_pos)
-      throw BadInput("--ctx-size " + std::to_string(args->ctx_size) + " is above the model's context (" +
-                     std::to_string(max_pos) + " tokens, max_position_embeddings)");
-    const int64_t ctx = args->ctx_size > 0 ? args->ctx_size : (max_pos > 0 ? std::min<int64_t>(max_pos, 4096) : 4096);
+    const int64_t np = args->parallel;
+    if (args->ctx_size > 0 && args->ctx_size / np < 2)
+      throw BadInput("--ctx-size " + std::to_string(args->ctx_size) + " leaves fewer than 2 positions to each of the " +
+                     std::to_string(np) + " slots (--parallel " + std::to_string(np) + "): each request gets ctx-size / parallel");
+    if (args->ctx_size > 0 && max_pos > 0 && args->ctx_size / np > max_pos)
+      throw BadInput("--ctx-size " + std::to_string(args->ctx_size) + " / --parallel " + std::to_string(np) +
+                     " gives each request more positions than the model's context (" + std::to_string(max_pos) +
+                     " tokens, max_position_embeddings)");
+    const int64_t ctx = args->ctx_size > 0 ? args->ctx_size : np * (max_pos > 0 ? std::min<int64_t>(max_pos, 4096) : 4096);
+    const int64_t slot_ctx = ctx / np;
 
     serve::BaseModelInfo base;
     base.path = args->model;
@@ -143,7 +153,11 @@ void add_serve_command(CLI::App& app) {
 
     std::vector<int64_t> stop_ids = ckpt.config.eos_token_ids;
     if (tok->eos_id() >= 0) stop_ids.push_back(tok->eos_id());
-    backend::Backend& be = backend::for_device(device, precision);
+    // With several slots, on the CPU, the batch-invariant kernels: a request's output does not
+    // depend on its batch (docs/decisions/batch-invariant-serving.md). One slot never batches, so
+    // it keeps the faster OpenBLAS / fused-dot kernels that generate and eval use.
+    backend::Backend& device_be = backend::for_device(device, precision);
+    backend::Backend& be = np > 1 ? backend::batch_invariant(device_be) : device_be;
     model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"), be);
 
     serve::AdapterRegistry adapters;
@@ -152,9 +166,9 @@ void add_serve_command(CLI::App& app) {
       adapters.add(serve::load_adapter(model, name, dir), base.name);
     }
     serve::RequestLimits limits;
-    limits.max_tokens = args->max_tokens > 0 ? std::min(args->max_tokens, ctx) : ctx;
+    limits.max_tokens = args->max_tokens > 0 ? std::min(args->max_tokens, slot_ctx) : slot_ctx;
     limits.max_n = args->max_n;
-    serve::Engine engine(model, {ctx, args->queue_size});
+    serve::Engine engine(model, {ctx, np, args->queue_size});
     serve::Metrics metrics;
     serve::Service service(*tok, tmpl.get(), engine, adapters, metrics, base, limits);
     service.set_stop_ids(stop_ids);
@@ -180,7 +194,8 @@ void add_serve_command(CLI::App& app) {
       server.stop();
     });
     std::cerr << "medtune serve: model " << base.name << " (sha256 " << base.sha256.substr(0, 16) << "...), "
-              << adapters.list().size() << " adapter(s), context " << ctx << " tokens, KV cache "
+              << adapters.list().size() << " adapter(s), " << np << " slot(s) of " << slot_ctx << " tokens (--parallel, --ctx-size "
+              << ctx << "), KV cache "
               << engine.gauges().kv_bytes / (1 << 20) << " MiB, on " << be.describe() << "\n"
               << "medtune serve: listening on " << (so.tls_cert.empty() ? "http" : "https") << "://" << args->host << ":"
               << port << (key.empty() ? " (no API key: loopback only)" : " (API key required)") << std::endl;

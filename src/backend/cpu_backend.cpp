@@ -33,7 +33,9 @@ int blas_int(int64_t v, const char* what) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(Precision p) : precision_(p) {}
+  // batch_invariant: linear_forward and gemm give each row of their result bit for bit the same
+  // whatever the number of rows (ops::linear_forward_batch_invariant), for the server's batches.
+  explicit CpuBackend(Precision p, bool batch_invariant = false) : precision_(p), invariant_(batch_invariant) {}
   Device device() const override { return {}; }
   Precision precision() const override { return precision_; }
 
@@ -42,7 +44,8 @@ class CpuBackend final : public Backend {
 #if defined(_OPENMP)
     threads = omp_get_max_threads();
 #endif
-    return std::string("cpu (") + precision_name(precision_) + ", OpenBLAS, " + std::to_string(threads) + " threads)";
+    return std::string("cpu (") + precision_name(precision_) + (invariant_ ? ", batch-invariant kernels" : ", OpenBLAS") +
+           ", " + std::to_string(threads) + " threads)";
   }
 
   void* allocate(size_t bytes) override {
@@ -98,7 +101,8 @@ class CpuBackend final : public Backend {
   }
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
                       int64_t N) override {
-    if (precision_ == Precision::kInt8) ops::linear_forward_int8(y, x, w, bias, N);
+    if (precision_ == Precision::kInt8 && ops::int8_path(w.dtype)) ops::linear_forward_int8(y, x, w, bias, N);
+    else if (invariant_) ops::linear_forward_batch_invariant(y, x, w, bias, N);
     else ops::linear_forward(y, x, w, bias, N);
   }
   void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
@@ -147,6 +151,9 @@ class CpuBackend final : public Backend {
   }
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
             int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) override {
+    if (invariant_)
+      return ops::gemm_batch_invariant(ta == Trans::kYes, tb == Trans::kYes, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                       ldc);
     cblas_sgemm(CblasRowMajor, blas_trans(ta), blas_trans(tb), blas_int(M, "M"), blas_int(N, "N"),
                 blas_int(K, "K"), alpha, A, blas_int(lda, "lda"), B, blas_int(ldb, "ldb"), beta, C,
                 blas_int(ldc, "ldc"));
@@ -154,6 +161,7 @@ class CpuBackend final : public Backend {
 
  private:
   Precision precision_;
+  bool invariant_;
 };
 
 }  // namespace
@@ -166,6 +174,12 @@ Backend& cpu() {
 Backend& cpu_int8() {
   static CpuBackend backend(Precision::kInt8);
   return backend;
+}
+
+Backend& batch_invariant(Backend& be) {
+  if (!be.device().is_cpu()) return be;
+  static CpuBackend fp32(Precision::kFp32, true), int8(Precision::kInt8, true);
+  return be.precision() == Precision::kInt8 ? static_cast<Backend&>(int8) : static_cast<Backend&>(fp32);
 }
 
 }  // namespace medtune::backend

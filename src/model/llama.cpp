@@ -134,6 +134,7 @@ void LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>&
     layer_forward(call, x.data(), acts);
   }
   cache.length = past + T;
+  std::fill(cache.lengths.begin(), cache.lengths.end(), cache.length);
 
   // Final norm and lm_head, only for the rows asked for.
   const int64_t R = logit_rows.empty() ? N : static_cast<int64_t>(logit_rows.size());

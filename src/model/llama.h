@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "io/checkpoint.h"
 #include "model/kv_cache.h"
+#include "model/layer_ragged.h"
 #include "model/lora.h"
 #include "model/weights.h"
 
@@ -18,6 +19,18 @@ struct Batch {
   int64_t B = 1, T = 0;
   std::vector<int32_t> ids;    // (B, T)
   std::vector<uint8_t> mask;   // (B, T): 1 = token, 0 = padding; empty = all tokens
+};
+
+// One forward call of the server's continuous batching (like llama.cpp's llama_batch): N tokens,
+// each with its own KV cache row (slot) and position. One slot's tokens are contiguous, in order,
+// at consecutive positions starting at or below its filled length (cache.lengths[slot]; below it
+// overwrites: a reused slot restarts at 0); a slot appears in one run per batch.
+struct RaggedBatch {
+  std::vector<int32_t> ids;            // (N)
+  std::vector<int64_t> slots;          // (N) KV cache row of each token
+  std::vector<int64_t> positions;      // (N)
+  std::vector<LoraSegment> adapters;   // disjoint row ranges with their adapter; other rows: none
+  std::vector<int64_t> logit_rows;     // (R) rows whose logits come back, in this order
 };
 
 // Refuses sequences longer than a sliding window (Mistral v0.1), which plain causal attention
@@ -49,6 +62,13 @@ class LlamaModel {
   //   otherwise: logits (logit_rows.size(), V) for the listed flat token indices b*T + t.
   void forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
                const std::vector<int64_t>& logit_rows = {});
+
+  // Runs a ragged batch (above): each token's key and value go to cache[slot][pos], each token
+  // attends to its slot's positions [0, pos]; then cache.lengths[slot] = its last position + 1.
+  // logits (R, V) for batch.logit_rows. set_lora's adapter is not used (batch.adapters is). On a
+  // batch-invariant backend (backend::batch_invariant) a token's logits are bit for bit what they
+  // are when its sequence runs alone with the same runs of tokens.
+  void forward_ragged(const RaggedBatch& batch, KvCache& cache, std::vector<float>& logits);
 
   // Convenience: a fresh cache sized for `batch`, all logits (B, T, V).
   std::vector<float> logits(const Batch& batch);

@@ -36,6 +36,16 @@ void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const 
 // Whether linear_forward_int8 computes a weight of this dtype in int8 (else in fp32).
 bool int8_path(DType t);
 
+// The same product, batch-invariant (ops/cpu/linear_invariant.cpp): row n of y is bit for bit the
+// same whatever N and whatever the other rows of x hold (every element one fixed-order fp32 dot of
+// the dequantized weight row and x's row), so that a server's request gets the same logits alone
+// or batched with others. Slower than linear_forward for long prompts (no SGEMM blocking).
+void linear_forward_batch_invariant(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
+// C (M, N) = alpha op(A) op(B) + beta C (cblas_sgemm's row-major contract; beta = 0 never reads C),
+// each element one fixed-order dot as above: batch-invariant in M (the LoRA side path's products).
+void gemm_batch_invariant(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 // dX (N, cols) (+)= dY (N, rows) . W: the backward of linear_forward to its input (W frozen).
 // accumulate: add into dx instead of overwriting it.
 void linear_backward_input(float* dx, const float* dy, const StoredMatrix& w, int64_t N,

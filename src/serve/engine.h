@@ -1,13 +1,26 @@
-// The engine under the server: one thread that owns the model and a KV cache planned at start
-// (--ctx-size positions), and a bounded FIFO queue of generation jobs from the HTTP threads.
+// The engine under the server: one thread that owns the model and a KV cache planned at start,
+// and a bounded FIFO queue of generation jobs from the HTTP threads.
 //
-// Scheduling today: one job computes at a time, in arrival order (a serialising scheduler). Jobs
-// do not yet share forward passes: LlamaModel::forward runs every row of a batch at the same
-// positions (one KvCache::length), so rows of different lengths would need per-row positions in
-// the model first. A job's output therefore cannot depend on what else is queued.
+// Continuous batching: the cache has `parallel` rows ("slots", KvCache B = parallel) of
+// ctx_size / parallel positions each, allocated once. Every iteration of the engine thread
+//   1. admits queued jobs into free slots (a job cancelled while queued ends there);
+//   2. runs ONE forward pass (LlamaModel::forward_ragged) over every active job's next tokens:
+//      one decode token per job that is generating, plus prompt chunks of jobs still reading
+//      their prompt, up to kBatchTokens tokens (decodes first, so that a long prompt does not
+//      stall the others), the rows grouped by adapter (the base GEMMs once over all rows, each
+//      adapter's LoRA path on its rows);
+//   3. samples per job (its own Sampler and seed), pushes events, and frees the slots of jobs
+//      that ended (stop token, max_tokens, deadline, cancel: a client that disconnects frees its
+//      slot at the next iteration).
 //
-// A job never sees another's adapter: the engine thread sets the job's own adapter (or none) on
-// the model before each of the job's passes, and nothing else touches the model.
+// Exactness: a job's logits do not depend on what else is in the batch when the model computes
+// on a batch-invariant backend (backend::batch_invariant: `medtune serve` uses it on the CPU when
+// --parallel is above 1): its rows go through per-row-invariant products, its attention runs over
+// its own slot with the shape it has alone, and its prompt is cut into chunks at fixed offsets
+// (multiples of kPrefillChunk) whatever the load, so that the attention's shapes are those of a
+// run alone too.
+// Greedy output is then identical alone or batched. A job never sees another's adapter: its rows
+// lie in its adapter's segment only.
 #pragma once
 
 #include <atomic>
@@ -39,7 +52,7 @@ struct TokenLogprob {
 
 struct JobSpec {
   std::shared_ptr<const Adapter> adapter;  // null: the base model
-  std::vector<int32_t> prompt;             // (P), 1 <= P < ctx_size
+  std::vector<int32_t> prompt;             // (P), 1 <= P < slot_size()
   int64_t max_tokens = 0;                  // new tokens at most; 0: the prompt only (echo)
   model::SamplingParams sampling;
   std::vector<int64_t> stop_ids;           // end of generation (EOS); the stop token is returned
@@ -72,7 +85,7 @@ class Job {
 
   // Engine side.
   void push(Event e);
-  double first_token_seconds = 0;  // from the start of its run; set by the engine before the first token event
+  double first_token_seconds = 0;  // from its admission into a slot; set by the engine before the first token event
 
  private:
   std::mutex mu_;
@@ -83,14 +96,21 @@ class Job {
 };
 
 struct EngineOptions {
-  int64_t ctx_size = 0;     // KV positions, planned at start: prompt + new tokens of one job
+  int64_t ctx_size = 0;     // KV positions in all, allocated at start; each slot gets ctx_size / parallel
+  int64_t parallel = 1;     // slots: jobs computed together in one forward pass
   int64_t queue_size = 64;  // jobs waiting or running at most; one more is refused with 503
 };
 
+// Prompt tokens a job feeds in one pass at most; its prompt is cut at multiples of this (fixed
+// offsets: see the exactness note above). Also bounds prompt log-probabilities' logits: (chunk, V).
+constexpr int64_t kPrefillChunk = 128;
+// Tokens of one forward pass at most, unless a single prompt chunk plus the decodes is more.
+constexpr int64_t kBatchTokens = 256;
+
 // What /metrics reports about the engine.
 struct EngineGauges {
-  int64_t queued = 0, running = 0;
-  int64_t kv_used = 0, kv_capacity = 0;  // positions
+  int64_t queued = 0, running = 0;       // running: jobs holding a slot
+  int64_t kv_used = 0, kv_capacity = 0;  // positions, over all slots
   int64_t kv_bytes = 0;
 };
 
@@ -109,18 +129,29 @@ class Engine {
   // Refuses new jobs, finishes the queued ones, stops the thread.
   void drain();
 
-  int64_t ctx_size() const { return opt_.ctx_size; }
+  // Positions one job may use (prompt + new tokens): ctx_size / parallel.
+  int64_t slot_size() const { return cache_.Smax; }
+  int64_t parallel() const { return cache_.B; }
   EngineGauges gauges() const;
 
  private:
+  struct Slot;  // engine.cpp: a running job's state
   void loop();
-  void run(Job& job);
+  // Moves queued jobs into free slots; false when the engine should stop (draining, all done).
+  bool admit(std::vector<std::unique_ptr<Slot>>& slots);
+  // One forward pass over the active slots' next tokens, then their sampling and events.
+  void step(std::vector<std::unique_ptr<Slot>>& slots);
+  // Reads the logits of the slot's T tokens of the pass (prompt log-probs, next-token logits) and
+  // samples when its prompt is done: the job's end reason if it ended, else nothing.
+  std::optional<FinishReason> after_pass(Slot& slot, int64_t T, const float* rows);
+  std::optional<FinishReason> sample(Slot& slot);
+  void end(std::unique_ptr<Slot>& slot, FinishReason r, const std::string& error = {});
   // logits (V) -> the chosen/asked token's log-prob and the k best (k = spec.top_logprobs).
   TokenLogprob logprob_of(const float* logits, int32_t id, int64_t k) const;
 
   model::LlamaModel& model_;
   EngineOptions opt_;
-  model::KvCache cache_;  // (L, 1, ctx_size, NKV, HD): allocated once, reused by every job
+  model::KvCache cache_;  // (L, parallel, ctx_size / parallel, NKV, HD): allocated once
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;

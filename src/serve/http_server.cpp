@@ -175,7 +175,7 @@ void HttpServer::routes() {
         throw invalid_request("expected {\"prompt\": string, \"add_special_tokens\": bool}", "prompt");
       const bool special = j.value("add_special_tokens", true);
       const auto ids = service_.tokenize(j["prompt"].get<std::string>(), special);
-      send_json(res, 200, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_.ctx_size()}});
+      send_json(res, 200, {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", engine_.slot_size()}});
     } catch (const ApiError& e) {
       send_error(res, e);
     } catch (const json::exception&) {

@@ -61,9 +61,9 @@ std::string Metrics::render(const EngineGauges& g) const {
   render_histogram(o, "medtune_time_to_first_token_seconds", "Time from a job's start on the engine to its first token.", ttft_);
   o << "# HELP medtune_requests_queued Jobs waiting for the engine.\n# TYPE medtune_requests_queued gauge\n"
     << "medtune_requests_queued " << g.queued << "\n"
-    << "# HELP medtune_requests_running Jobs computing now.\n# TYPE medtune_requests_running gauge\n"
+    << "# HELP medtune_requests_running Jobs holding a KV cache slot (at most --parallel).\n# TYPE medtune_requests_running gauge\n"
     << "medtune_requests_running " << g.running << "\n"
-    << "# HELP medtune_kv_cache_used_positions KV cache positions holding a running job's tokens.\n"
+    << "# HELP medtune_kv_cache_used_positions KV cache positions holding running jobs' tokens, over all slots.\n"
        "# TYPE medtune_kv_cache_used_positions gauge\n"
     << "medtune_kv_cache_used_positions " << g.kv_used << "\n"
     << "# HELP medtune_kv_cache_capacity_positions KV cache positions planned at start (--ctx-size).\n"

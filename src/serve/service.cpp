@@ -65,13 +65,13 @@ void Service::finish_prepare(PreparedRequest& out, const std::string& param) con
   out.deadline = std::chrono::steady_clock::now() +
                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_seconds_));
   out.seed = out.sampling.seed ? *out.sampling.seed : std::random_device{}();
-  const int64_t ctx = engine_.ctx_size();
+  const int64_t ctx = engine_.slot_size();
   int64_t longest = 0;
   for (const auto& p : out.prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   const int64_t min_new = out.sampling.max_tokens ? *out.sampling.max_tokens : 1;
   if (longest + min_new > ctx)
     throw invalid_request("This model's maximum context length is " + std::to_string(ctx) +
-                              " tokens (--ctx-size). However, you requested " + std::to_string(longest + min_new) +
+                              " tokens (--ctx-size / --parallel). However, you requested " + std::to_string(longest + min_new) +
                               " tokens (" + std::to_string(longest) + " in the prompt, " + std::to_string(min_new) +
                               " for the completion). Please reduce the length of the " + param + " or max_tokens.",
                           param);
@@ -380,7 +380,7 @@ json Service::tokenizer_info() const {
   json j = {{"eos_token", tok_.eos_id() >= 0 ? json(tok_.token_piece(tok_.eos_id())) : json(nullptr)},
             {"bos_token", tok_.bos_id() >= 0 ? json(tok_.token_piece(tok_.bos_id())) : json(nullptr)},
             {"pad_token", nullptr},
-            {"model_max_length", engine_.ctx_size()}};
+            {"model_max_length", engine_.slot_size()}};
   j["chat_template"] = template_ ? json(template_->source()) : json(nullptr);
   return j;
 }

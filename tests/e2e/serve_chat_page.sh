@@ -51,7 +51,7 @@ num_threads: 1
 output_dir: $TMP/run
 YAML
 "$MEDTUNE" train --config "$TMP/run.yaml" >"$TMP/train.out" 2>"$TMP/train.err" || fail "train: $(cat "$TMP/train.err")"
-start_server "$MEDTUNE" "$TMP/server.log" "$TMP/model" -c 1024 --adapter "clinic=$TMP/run/adapter"
+start_server "$MEDTUNE" "$TMP/server.log" "$TMP/model" -c 4096 --adapter "clinic=$TMP/run/adapter"
 BASE="http://127.0.0.1:$PORT"
 # The page sends temperature 0 and max_tokens 512 with the user's message and no system prompt.
 EXPECTED=$(curl -sf "$BASE/v1/chat/completions" -d '{"model": "model", "temperature": 0, "max_tokens": 512,

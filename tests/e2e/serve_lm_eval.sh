@@ -44,7 +44,7 @@ DATA=${MEDTUNE_MEDQA_DEV:-data/sample/medqa_dev.jsonl}
 head -n "$N" "$DATA" > "$TMP/medqa_4options.jsonl"
 "$MEDTUNE" eval "$MODEL" --task medqa_4options --data "$TMP/medqa_4options.jsonl" --out "$TMP/eval" -q \
   > /dev/null || fail "medtune eval"
-start_server "$MEDTUNE" "$TMP/server.log" "$MODEL" -c 2048 -q --alias smollm2
+start_server "$MEDTUNE" "$TMP/server.log" "$MODEL" -c 8192 -q --alias smollm2
 "$PY" tools/lm_eval_tasks.py run-server "http://127.0.0.1:$PORT" smollm2 "$TMP/lm_eval.json" \
   "$TMP/medqa_4options.jsonl" > "$TMP/lm_eval.log" 2>&1 || { tail -30 "$TMP/lm_eval.log"; fail "lm-eval did not run"; }
 

@@ -27,7 +27,7 @@ make_tiny_model "$TINY" "$TMP/model" 13
 add_smollm2_chat_template "$TMP/model"
 # Queue and HTTP threads sized for the clients: a full queue would answer 503, which the test
 # counts as a failure of a well-formed request.
-start_server "$MEDTUNE" "$TMP/server.log" "$TMP/model" -c 256 -q --queue-size $((CLIENTS + 8)) \
+start_server "$MEDTUNE" "$TMP/server.log" "$TMP/model" -c 1024 -q --queue-size $((CLIENTS + 8)) \
   --threads-http $((CLIENTS + 8)) --timeout 10
 python3 tests/e2e/serve/load.py "http://127.0.0.1:$PORT" model "$SERVER_PID" "$CLIENTS" "$ROUNDS" ||
   fail "load test (above)"

@@ -61,7 +61,7 @@ fi
 grep -q -- "--api-key" "$TMP/open.err" || fail "the refusal does not name --api-key: $(cat "$TMP/open.err")"
 
 KEY=test-key-$RANDOM$RANDOM
-start_server "$MEDTUNE" "$TMP/server.log" "$TMP/model" -c 256 --adapter "tuned=$TMP/run/adapter" --api-key "$KEY" \
+start_server "$MEDTUNE" "$TMP/server.log" "$TMP/model" -c 1024 --adapter "tuned=$TMP/run/adapter" --api-key "$KEY" \
   --max-body-bytes 65536 --queue-size 16 --max-n 4
 BASE="http://127.0.0.1:$PORT"
 

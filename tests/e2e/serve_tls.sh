@@ -29,7 +29,7 @@ rc=0
 "$MEDTUNE" serve "$TMP/model" --port 0 --ssl-cert-file "$TMP/a.crt" --ssl-key-file "$TMP/b.key" 2>"$TMP/bad.err" || rc=$?
 [ "$rc" = 2 ] || fail "a certificate with another certificate's key: exit $rc, not 2"
 grep -q "a.crt" "$TMP/bad.err" || fail "the refusal does not name the certificate: $(cat "$TMP/bad.err")"
-start_server "$MEDTUNE" "$TMP/server.log" "$TMP/model" -c 128 --ssl-cert-file "$TMP/a.crt" --ssl-key-file "$TMP/a.key" \
+start_server "$MEDTUNE" "$TMP/server.log" "$TMP/model" -c 512 --ssl-cert-file "$TMP/a.crt" --ssl-key-file "$TMP/a.key" \
   --api-key k1
 grep -q "listening on https://" "$TMP/server.log" || fail "not announced as https"
 curl -sf --cacert "$TMP/a.crt" "https://127.0.0.1:$PORT/health" | grep -q '"ok"' || fail "health over TLS"

@@ -150,6 +150,30 @@ TEST(SimulatedDevice, ForwardEqualsTheCpuBackendOnEveryArchitectureFixture) {
   EXPECT_EQ(device().resident_bytes(), 0);
 }
 
+// The server's ragged batches (forward_ragged): two sequences in two slots, one with an adapter,
+// then a decode step of both: the slot and key-mask offsets and the adapter's resident copy.
+TEST(SimulatedDevice, RaggedForwardEqualsTheCpuBackend) {
+  model::LlamaModel cpu_model(io::open_checkpoint(kPeft + "/base"));
+  model::LlamaModel dev_model(io::open_checkpoint(kPeft + "/base"), model::WeightQuant::kNone, device());
+  auto lora = model::lora_from_peft(io::read_peft_adapter(kPeft + "/adapter"), cpu_model.config(), kPeft + "/adapter");
+  model::KvCache cc = cpu_model.make_cache(3, 8), dc = dev_model.make_cache(3, 8);
+  const model::RaggedBatch prompts{{5, 9, 14, 2, 7, 1, 3}, {2, 2, 2, 0, 0, 0, 0}, {0, 1, 2, 0, 1, 2, 3},
+                                   {{3, 4, &lora}}, {2, 6, 4}};
+  const model::RaggedBatch step{{8, 4}, {2, 0}, {3, 4}, {{1, 1, &lora}}, {0, 1}};
+  for (const model::RaggedBatch* b : {&prompts, &step}) {
+    std::vector<float> lc, ld;
+    cpu_model.forward_ragged(*b, cc, lc);
+    dev_model.forward_ragged(*b, dc, ld);
+    EXPECT_TRUE(same_bits(ld, lc));
+  }
+  // forward_ragged made the adapter resident without set_lora: its copies go with it.
+  for (const auto& layer : lora.layers)
+    for (const auto& l : layer) {
+      device().forget(l.A.data());
+      device().forget(l.B.data());
+    }
+}
+
 TEST(SimulatedDevice, AdapterIsReadFromItsResidentCopyAndRefreshedBySetLora) {
   model::LlamaModel cpu_model(io::open_checkpoint(kPeft + "/base"));
   model::LlamaModel dev_model(io::open_checkpoint(kPeft + "/base"), model::WeightQuant::kNone, device());

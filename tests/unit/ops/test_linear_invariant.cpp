@@ -1,0 +1,100 @@
+// ops::linear_forward_batch_invariant and ops::gemm_batch_invariant: row n of the result is bit
+// for bit the same whatever the number of rows (the server's batches, serve/engine.h), and close to
+// the double-precision reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ops/linear.h"
+
+namespace medtune::ops {
+namespace {
+
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
+// (rows, cols) weights stored in `t`: random floats, or random quantized blocks with finite f16
+// scales in ~[2^-12, 2^-4] (as test_linear_int8.cpp).
+std::vector<uint8_t> stored(DType t, int64_t rows, int64_t cols, uint64_t seed) {
+  if (t == DType::F32) {
+    const std::vector<float> f = random_floats(rows * cols, seed);
+    std::vector<uint8_t> b(f.size() * sizeof(float));
+    std::memcpy(b.data(), f.data(), b.size());
+    return b;
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> w(static_cast<size_t>(dtype_row_bytes(t, cols) * rows));
+  for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+  const int64_t bb = dtype_block_bytes(t);
+  const int scales = t == DType::Q4_1 ? 2 : 1;  // d, and m for Q4_1
+  for (size_t b = 0; b < w.size() / static_cast<size_t>(bb); ++b)
+    for (int k = 0; k < scales; ++k) {
+      const uint16_t h = static_cast<uint16_t>(0x1000 + rng() % 0x2000);
+      std::memcpy(w.data() + b * static_cast<size_t>(bb) + 2 * k, &h, 2);
+    }
+  return w;
+}
+
+TEST(LinearBatchInvariant, EachRowIsTheSameWhateverN) {
+  // 100 x 580: a row count that is not a multiple of the 16-row blocks; 580 columns leave a tail
+  // of 4 after the 8-lane loop (F32 only: quantized rows hold whole 32-blocks, so 576 there).
+  for (DType t : {DType::F32, DType::Q4_1, DType::Q8_0}) {
+    const int64_t R = 100, K = t == DType::F32 ? 580 : 576;
+    const std::vector<uint8_t> wb = stored(t, R, K, 1);
+    const StoredMatrix w{t, R, K, wb.data()};
+    const std::vector<float> bias = random_floats(R, 2);
+    const int64_t kMaxN = 70;  // more than one 64-row token block
+    const std::vector<float> x = random_floats(kMaxN * K, 3);
+    std::vector<float> alone(static_cast<size_t>(kMaxN * R)), want(alone.size());
+    for (int64_t n = 0; n < kMaxN; ++n)
+      linear_forward_batch_invariant(alone.data() + n * R, x.data() + n * K, w, bias.data(), 1);
+    ref::linear_forward(want.data(), x.data(), w, bias.data(), kMaxN);
+    for (int64_t i = 0; i < kMaxN * R; ++i)  // fp32 sums of 576 products of N(0,1) terms
+      ASSERT_NEAR(alone[static_cast<size_t>(i)], want[static_cast<size_t>(i)], 1e-3) << dtype_name(t) << " i=" << i;
+    for (int64_t N : {2, 3, 4, 5, 13, 16, 64, 70}) {
+      std::vector<float> y(static_cast<size_t>(N * R));
+      linear_forward_batch_invariant(y.data(), x.data(), w, bias.data(), N);
+      ASSERT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * sizeof(float))) << dtype_name(t) << " N=" << N;
+    }
+  }
+}
+
+TEST(LinearBatchInvariant, GemmRowsAreTheSameWhateverMInEveryTransposition) {
+  const int64_t N = 24, K = 37, kMaxM = 20;
+  const std::vector<float> a = random_floats(kMaxM * K, 4), b = random_floats(N * K, 5), c0 = random_floats(kMaxM * N, 6);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 1.0f}) {
+        // A is op(A) (M, K) stored as (M, K) or (K, kMaxM); B is op(B) (K, N) stored as (K, N) or (N, K).
+        const int64_t lda = ta ? kMaxM : K, ldb = tb ? K : N;
+        const auto a_at = [&](int64_t i, int64_t k) { return ta ? a[static_cast<size_t>(k * lda + i)] : a[static_cast<size_t>(i * lda + k)]; };
+        const auto b_at = [&](int64_t k, int64_t j) { return tb ? b[static_cast<size_t>(j * ldb + k)] : b[static_cast<size_t>(k * ldb + j)]; };
+        std::vector<float> full(c0);
+        gemm_batch_invariant(ta, tb, kMaxM, N, K, 0.5f, a.data(), lda, b.data(), ldb, beta, full.data(), N);
+        for (int64_t i = 0; i < kMaxM; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(a_at(i, k)) * static_cast<double>(b_at(k, j));
+            const double want = 0.5 * acc + static_cast<double>(beta) * static_cast<double>(c0[static_cast<size_t>(i * N + j)]);
+            ASSERT_NEAR(full[static_cast<size_t>(i * N + j)], want, 1e-4) << ta << tb << beta << " " << i << "," << j;
+          }
+        if (ta) continue;  // the rows of a transposed A are not a prefix of it
+        for (int64_t M : {1, 3, 5, 17}) {
+          std::vector<float> c(c0.begin(), c0.begin() + M * N);
+          gemm_batch_invariant(ta, tb, M, N, K, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), N);
+          ASSERT_EQ(0, std::memcmp(c.data(), full.data(), c.size() * sizeof(float))) << tb << beta << " M=" << M;
+        }
+      }
+}
+
+}  // namespace
+}  // namespace medtune::ops
