@@ -25,7 +25,7 @@ Device parse_device(const std::string& s, const std::string& what);
 //   bf16  inputs rounded to bf16, products and sums in fp32 (tensor cores on a GPU); adapters,
 //         gradients and optimizer state stay fp32.
 //   int8  CPU inference on quantized bases: activations quantized per block of 32 to int8 and
-//         integer dot products against Q8_0/Q4_0/Q4_1 weights (core/quant_int8.h); weights of
+//         integer dot products against Q8_0/Q4_0/Q4_1/Q4_K/Q6_K weights (core/quant_int8.h); weights of
 //         other dtypes, and every other op, stay fp32. Not for training (no backward).
 enum class Precision { kFp32, kBf16, kInt8 };
 const char* precision_name(Precision p);  // "fp32", "bf16", "int8"
