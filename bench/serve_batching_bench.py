@@ -6,6 +6,8 @@ side by side in one run.
   python3 bench/serve_batching_bench.py MODEL.gguf [--medtune build/medtune] [--clients 1,4,16]
         [--parallel 1,16] [--max-tokens 64] [--requests 2] [--repeats 3] [--threads 2]
         [--extra NAME=BIN] (another medtune binary at its defaults, e.g. an older build)
+        [--llama-cpp-python PYTHON] (also llama_cpp.server, run by that Python, same GGUF, threads and
+        per-request context; it serves one request at a time)
 
 Every server runs at once on its own loopback port (idle ones wait passively), and the
 measurements alternate between them (repeat -> clients -> server), so that a noisy machine's
@@ -64,7 +66,7 @@ def stream(base, prompt, max_tokens):
             "stream_options": {"include_usage": True}}
     req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    n = 0
+    n = chunks = 0
     with urllib.request.urlopen(req, timeout=900) as r:
         for line in r:
             line = line.strip()
@@ -72,7 +74,10 @@ def stream(base, prompt, max_tokens):
                 j = json.loads(line[6:])
                 if j.get("usage"):
                     n = j["usage"]["completion_tokens"]
-    return n
+                elif j.get("choices"):
+                    chunks += 1
+    # llama_cpp.server sends no usage chunk; it streams one chunk per token.
+    return n if n else chunks
 
 
 def aggregate(base, clients, requests, max_tokens):
@@ -111,6 +116,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--slot-ctx", type=int, default=512, help="KV positions per slot: -c = parallel x this")
     ap.add_argument("--extra", action="append", default=[], help="NAME=BIN: another medtune build, at its defaults")
+    ap.add_argument("--llama-cpp-python", default="", help="a Python with llama-cpp-python[server]: adds llama_cpp.server")
     args = ap.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY="passive")
@@ -126,6 +132,12 @@ def main():
         port = free_port()
         servers[name] = ([binary, "-t", str(args.threads), "serve", args.model, "--port", str(port),
                           "-c", str(args.slot_ctx)] + common, f"http://127.0.0.1:{port}")
+    if args.llama_cpp_python:
+        port = free_port()
+        servers["llama_cpp.server"] = ([args.llama_cpp_python, "-m", "llama_cpp.server", "--model", args.model,
+                                        "--model_alias", "m", "--host", "127.0.0.1", "--port", str(port),
+                                        "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads),
+                                        "--n_ctx", str(args.slot_ctx)], f"http://127.0.0.1:{port}")
     procs = []
     samples = {name: {c: [] for c in clients} for name in servers}
     try:
