@@ -20,54 +20,23 @@ markdown table (and all samples as JSON on stderr). Standard library only.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
-PROMPTS = [
-    "A 45-year-old man presents with crushing chest pain radiating to the left arm. The first step in management is",
-    "Metformin lowers blood glucose mainly by",
-    "The most common cause of community-acquired pneumonia in adults is",
-    "In a patient with diabetic ketoacidosis, the initial fluid of choice is",
-    "Warfarin acts by inhibiting",
-    "The classic triad of Wernicke encephalopathy consists of",
-    "First-line treatment for uncomplicated hypertension in a 50-year-old includes",
-    "Loop diuretics act on the",
-]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_up(base, proc, seconds=300):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            urllib.request.urlopen(base + "/v1/models", timeout=5).read()
-            return
-        except Exception:
-            time.sleep(0.5)
-    raise RuntimeError("server did not come up")
+# The prompts and server helpers are serve_bench.py's (this script runs from bench/, so it imports).
+from serve_bench import PROMPTS, free_port, post, wait_up
 
 
 def stream(base, prompt, max_tokens):
     """One streamed greedy completion; its completion tokens (from the usage chunk)."""
     body = {"model": "m", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
-    req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
     n = chunks = 0
-    with urllib.request.urlopen(req, timeout=900) as r:
+    with post(base + "/v1/completions", body) as r:
         for line in r:
             line = line.strip()
             if line.startswith(b"data: ") and line != b"data: [DONE]":
