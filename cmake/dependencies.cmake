@@ -28,10 +28,19 @@ find_path(CBLAS_INCLUDE_DIR NAMES cblas.h
         /usr/include/openblas /usr/include
   REQUIRED)
 message(STATUS "BLAS: ${OPENBLAS_LIB} (headers ${CBLAS_INCLUDE_DIR})")
+# oneDNN (libdnnl-dev, 2.6; OpenMP runtime, so it shares our thread pool): the bf16 GEMMs of
+# `precision: bf16` (ops/cpu/onednn_matmul.cpp), which it dispatches by itself to AVX512-BF16 or
+# AMX. Found by hand: Debian's dnnl-config.cmake asks for OpenCL (its GPU runtime), which we never use.
+find_library(DNNL_LIB NAMES dnnl REQUIRED)
+find_path(DNNL_INCLUDE_DIR NAMES oneapi/dnnl/dnnl.hpp REQUIRED)
+message(STATUS "oneDNN: ${DNNL_LIB}")
 
 add_library(medtune_deps INTERFACE)
 target_include_directories(medtune_deps SYSTEM INTERFACE ${CBLAS_INCLUDE_DIR})
-target_link_libraries(medtune_deps INTERFACE ${OPENBLAS_LIB} OpenMP::OpenMP_CXX
+if(NOT DNNL_INCLUDE_DIR STREQUAL "/usr/include")
+  target_include_directories(medtune_deps SYSTEM INTERFACE ${DNNL_INCLUDE_DIR})
+endif()
+target_link_libraries(medtune_deps INTERFACE ${OPENBLAS_LIB} ${DNNL_LIB} OpenMP::OpenMP_CXX
   nlohmann_json::nlohmann_json Threads::Threads PkgConfig::PCRE2 yaml-cpp OpenSSL::Crypto ICU::uc)
 # C++ (and C) only: nvcc and hipcc do not take -march for device code (the GPU build's host C++
 # files still get it).

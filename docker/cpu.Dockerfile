@@ -11,7 +11,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 # scripts/setup.sh's build packages minus the fuzzing, screenshot and Python extras.
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config git ca-certificates \
-      libopenblas-openmp-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libpcre2-dev \
+      libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libpcre2-dev \
       libssl-dev libicu-dev libgtest-dev libgmock-dev \
     && rm -rf /var/lib/apt/lists/*
 

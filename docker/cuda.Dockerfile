@@ -11,7 +11,7 @@ FROM nvidia/cuda:12.6.3-devel-ubuntu24.04
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update && apt-get install -y --no-install-recommends \
       g++-12 cmake pkg-config git ca-certificates \
-      libopenblas-openmp-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libpcre2-dev \
+      libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libpcre2-dev \
       libssl-dev libicu-dev libgtest-dev libgmock-dev \
     && rm -rf /var/lib/apt/lists/*
 ENV CC=gcc-12 CXX=g++-12 CUDAHOSTCXX=g++-12

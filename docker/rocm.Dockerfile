@@ -11,7 +11,7 @@ FROM rocm/dev-ubuntu-24.04:6.3
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update && apt-get install -y --no-install-recommends \
       g++-12 cmake pkg-config git ca-certificates hipblas-dev \
-      libopenblas-openmp-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libpcre2-dev \
+      libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libpcre2-dev \
       libssl-dev libicu-dev libgtest-dev libgmock-dev \
     && rm -rf /var/lib/apt/lists/*
 ENV CC=gcc-12 CXX=g++-12

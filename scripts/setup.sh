@@ -11,6 +11,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake pkg-config
   ccache                   # compiler cache: the test script's later builds reuse the Release build's objects
   libopenblas-openmp-dev   # BLAS (OpenMP build, shares our OpenMP thread pool)
+  libdnnl-dev              # oneDNN: bf16 GEMMs on AVX512-BF16 / AMX (precision bf16)
   nlohmann-json3-dev       # JSON (configs, safetensors headers, reports)
   libyaml-cpp-dev          # YAML training configs (medtune train --config)
   libcli11-dev             # command-line parsing

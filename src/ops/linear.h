@@ -36,6 +36,20 @@ void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const 
 // Whether linear_forward_int8 computes a weight of this dtype in int8 (else in fp32).
 bool int8_path(DType t);
 
+// The same product at `precision: bf16` (ops/cpu/linear_bf16.cpp): x and W rounded to bf16 (round
+// to nearest even; BF16 weights as stored), products exact in fp32, sums in fp32. The kernel:
+//   kOneDnn        oneDNN's bf16 matmul (AVX512-BF16 / AMX), where the CPU has native bf16;
+//   kWidenedSgemm  the rounded values widened to fp32 and multiplied by SGEMM, elsewhere.
+// Both compute the same products; only the order of the fp32 sums differs.
+enum class Bf16Kernel { kWidenedSgemm, kOneDnn };
+Bf16Kernel bf16_kernel();  // what this CPU (and MEDTUNE_ISA) allows
+const char* bf16_kernel_name(Bf16Kernel k);  // "onednn", "widened-sgemm"
+void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
+                         Bf16Kernel k = bf16_kernel());
+// dX (N, cols) (+)= dY (N, rows) . W at bf16, as linear_backward_input.
+void linear_backward_input_bf16(float* dx, const float* dy, const StoredMatrix& w, int64_t N, bool accumulate,
+                                Bf16Kernel k = bf16_kernel());
+
 // The same product, batch-invariant (ops/cpu/linear_invariant.cpp): row n of y is bit for bit the
 // same whatever N and whatever the other rows of x hold (every element one fixed-order fp32 dot of
 // the dequantized weight row and x's row), so that a server's request gets the same logits alone

@@ -1,0 +1,160 @@
+// linear_forward and linear_backward_input at `precision: bf16` (ops/linear.h).
+//
+// Both operands are rounded to bf16 (round to nearest even, core/half.h's f32_to_bf16, as torch and
+// the GPU backend round; a BF16 checkpoint's weights are used as stored), every product of two bf16
+// values is exact in fp32, and the sums are fp32 adds. Two kernels compute exactly that:
+//   kOneDnn        oneDNN's bf16 matmul (AVX512-BF16 `vdpbf16ps`, or AMX), on CPUs that have it;
+//   kWidenedSgemm  the rounded operands widened back to fp32 and multiplied by OpenBLAS's SGEMM,
+//                  everywhere else (same values, no speed gained; keeps one precision meaning one
+//                  thing on every CPU).
+// They differ only in the order of the fp32 sums, as two BLAS libraries do in fp32.
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/half.h"
+#include "core/nf4.h"
+#include "core/quant.h"
+#include "ops/cpu/onednn_matmul.h"
+#include "ops/linear.h"
+
+namespace medtune::ops {
+
+namespace {
+
+// Weight elements converted at a time (4 MiB of bf16, as linear.cpp's 4 MiB of fp32): all of a
+// SmolLM2 projection, a 7B model's 4096 x 4096 in 8 pieces.
+constexpr int64_t kChunkElems = int64_t{1} << 21;
+
+int64_t chunk_rows(const StoredMatrix& w) { return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, w.cols)); }
+
+// Elements below which a conversion loop stays on one thread.
+constexpr int64_t kParallelElems = 65536;
+
+// x (n) rounded to bf16.
+void round_to_bf16(uint16_t* out, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelElems)
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
+// x (n) rounded to bf16 and widened back: the same values as round_to_bf16, as fp32.
+void round_through_bf16(float* out, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelElems)
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
+void dequant_row(const StoredMatrix& w, int64_t r, float* out) {
+  if (w.dtype == DType::NF4) nf4::dequantize_blocks(w.row(r), out, w.cols);
+  else dequantize_row(w.dtype, w.row(r), out, w.cols);
+}
+
+// Rows [r0, r1) of W in bf16, (r1 - r0, cols): a BF16 matrix's own rows, or rows dequantized to
+// fp32 and rounded into `scratch`.
+const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, std::vector<uint16_t>& scratch) {
+  if (w.dtype == DType::BF16) return reinterpret_cast<const uint16_t*>(w.row(r0));
+  scratch.resize(static_cast<size_t>((r1 - r0) * w.cols));
+  uint16_t* out = scratch.data();
+#pragma omp parallel if ((r1 - r0) * w.cols > kParallelElems)
+  {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(w.cols));
+#pragma omp for schedule(static)
+    for (int64_t r = r0; r < r1; ++r) {
+      dequant_row(w, r, row.data());
+      for (int64_t c = 0; c < w.cols; ++c) out[(r - r0) * w.cols + c] = f32_to_bf16(row[static_cast<size_t>(c)]);
+    }
+  }
+  return out;
+}
+
+// Rows [r0, r1) of W dequantized and rounded through bf16, as fp32, into `scratch`.
+const float* weight_rows_rounded(const StoredMatrix& w, int64_t r0, int64_t r1, std::vector<float>& scratch) {
+  scratch.resize(static_cast<size_t>((r1 - r0) * w.cols));
+  float* out = scratch.data();
+#pragma omp parallel for schedule(static) if ((r1 - r0) * w.cols > kParallelElems)
+  for (int64_t r = r0; r < r1; ++r) {
+    float* row = out + (r - r0) * w.cols;
+    dequant_row(w, r, row);
+    for (int64_t c = 0; c < w.cols; ++c) row[c] = bf16_to_f32(f32_to_bf16(row[c]));
+  }
+  return out;
+}
+
+void add_bias(float* y, const float* bias, int64_t N, int64_t rows) {
+  if (bias == nullptr) return;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t r = 0; r < rows; ++r) y[n * rows + r] += bias[r];
+}
+
+// The calling thread's scratch, kept between calls (no allocation in a decode or training loop).
+struct Scratch {
+  std::vector<uint16_t> act_bf16, weight_bf16;
+  std::vector<float> act_f32, weight_f32;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+}  // namespace
+
+Bf16Kernel bf16_kernel() { return onednn::bf16_native() ? Bf16Kernel::kOneDnn : Bf16Kernel::kWidenedSgemm; }
+
+const char* bf16_kernel_name(Bf16Kernel k) { return k == Bf16Kernel::kOneDnn ? "onednn" : "widened-sgemm"; }
+
+void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N, Bf16Kernel k) {
+  const int64_t K = w.cols, R = w.rows, step = chunk_rows(w);
+  Scratch& s = scratch();
+  if (k == Bf16Kernel::kOneDnn) {
+    s.act_bf16.resize(static_cast<size_t>(N * K));
+    round_to_bf16(s.act_bf16.data(), x, N * K);  // (N, K)
+    for (int64_t r0 = 0; r0 < R; r0 += step) {
+      const int64_t r1 = std::min(R, r0 + step);
+      const uint16_t* wb = weight_rows_bf16(w, r0, r1, s.weight_bf16);  // (r1 - r0, K)
+      // y[:, r0:r1] (N, r1 - r0) = x (N, K) . wb^T
+      onednn::matmul_bf16(N, r1 - r0, K, s.act_bf16.data(), K, wb, K, /*b_rows_are_n=*/true, y + r0, R, false);
+    }
+  } else {
+    s.act_f32.resize(static_cast<size_t>(N * K));
+    round_through_bf16(s.act_f32.data(), x, N * K);  // (N, K)
+    for (int64_t r0 = 0; r0 < R; r0 += step) {
+      const int64_t r1 = std::min(R, r0 + step);
+      const float* wc = weight_rows_rounded(w, r0, r1, s.weight_f32);  // (r1 - r0, K)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N), static_cast<int>(r1 - r0),
+                  static_cast<int>(K), 1.0f, s.act_f32.data(), static_cast<int>(K), wc, static_cast<int>(K), 0.0f,
+                  y + r0, static_cast<int>(R));
+    }
+  }
+  add_bias(y, bias, N, R);
+}
+
+void linear_backward_input_bf16(float* dx, const float* dy, const StoredMatrix& w, int64_t N, bool accumulate,
+                                Bf16Kernel k) {
+  const int64_t K = w.cols, R = w.rows, step = chunk_rows(w);
+  Scratch& s = scratch();
+  // dx = sum over chunks of dy[:, chunk] . W[chunk, :], chunks added in order.
+  if (k == Bf16Kernel::kOneDnn) {
+    s.act_bf16.resize(static_cast<size_t>(N * R));
+    round_to_bf16(s.act_bf16.data(), dy, N * R);  // (N, R)
+    for (int64_t r0 = 0; r0 < R; r0 += step) {
+      const int64_t r1 = std::min(R, r0 + step);
+      const uint16_t* wb = weight_rows_bf16(w, r0, r1, s.weight_bf16);  // (r1 - r0, K)
+      // dx (N, K) (+)= dy[:, r0:r1] (N, r1 - r0) . wb
+      onednn::matmul_bf16(N, K, r1 - r0, s.act_bf16.data() + r0, R, wb, K, /*b_rows_are_n=*/false, dx, K,
+                          accumulate || r0 > 0);
+    }
+  } else {
+    s.act_f32.resize(static_cast<size_t>(N * R));
+    round_through_bf16(s.act_f32.data(), dy, N * R);  // (N, R)
+    for (int64_t r0 = 0; r0 < R; r0 += step) {
+      const int64_t r1 = std::min(R, r0 + step);
+      const float* wc = weight_rows_rounded(w, r0, r1, s.weight_f32);  // (r1 - r0, K)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(N), static_cast<int>(K),
+                  static_cast<int>(r1 - r0), 1.0f, s.act_f32.data() + r0, static_cast<int>(R), wc,
+                  static_cast<int>(K), accumulate || r0 > 0 ? 1.0f : 0.0f, dx, static_cast<int>(K));
+    }
+  }
+}
+
+}  // namespace medtune::ops
