@@ -19,6 +19,8 @@
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/quant_int8.h"
+#include "ops/cpu/onednn_matmul.h"
+#include "ops/linear.h"
 #include "ops/ops.h"
 
 #if defined(MEDTUNE_WITH_GPU)
@@ -76,6 +78,10 @@ json simd_levels() {
       {"fp32 NF4 weights", isa >= Isa::kAvx2 ? "avx2" : "scalar"},
       {"int8 Q8_0 Q4_0 Q4_1 Q4_K Q6_K weights", std::string(isa_name(int8::kernel_isa())) + " (int8 dot products)"},
       {"int8 NF4 F16 BF16 F32 weights", "fp32 path (no int8 kernel)"},
+      {"bf16 all weights", ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn
+                               ? ops::onednn::kernel_name() + " (native bf16 dot products)"
+                               : std::string("widened-sgemm (bf16-rounded values in OpenBLAS sgemm: bf16 results, fp32 "
+                                             "speed; no AVX512-BF16/AMX here or MEDTUNE_ISA below avx512vnni)")},
       {"softmax/SiLU exp", ops::vec_exp_compiled() ? "avx2 (compiled into the baseline)" : "std::exp"},
   };
   const char* env = std::getenv("MEDTUNE_ISA");
@@ -86,7 +92,7 @@ json simd_levels() {
           {"active_path", isa_name(isa)},
           {"capped_by_MEDTUNE_ISA", env != nullptr && *env != '\0'},
           {"kernels", kernels},
-          {"precisions", json::array({"fp32", "int8"})}};
+          {"precisions", json::array({"fp32", "bf16", "int8"})}};
 }
 
 json cpu_backend() {
@@ -173,7 +179,7 @@ void print_text(const json& r) {
                 << "        kernel paths this CPU can take: " << join(be["simd"]["kernel_paths"])
                 << "; taking: " << be["simd"]["active_path"].get<std::string>()
                 << (be["simd"]["capped_by_MEDTUNE_ISA"].get<bool>() ? " (capped by MEDTUNE_ISA)" : "") << "\n"
-                << "        precisions: " << join(be["simd"]["precisions"]) << " (bf16: GPU only so far)\n";
+                << "        precisions: " << join(be["simd"]["precisions"]) << "\n";
       for (const auto& [op, path] : be["simd"]["kernels"].items())
         std::cout << "          " << op << ": " << path.get<std::string>() << "\n";
       std::cout

@@ -318,7 +318,7 @@ void add_train_command(CLI::App& app) {
                             cfg.base_quant == train::BaseQuant::kNf4 ? model::WeightQuant::kNf4
                                                                      : model::WeightQuant::kNone,
                             be);
-    if (!be.device().is_cpu()) note << "device: " << be.describe() << "\n";
+    if (!be.device().is_cpu() || be.precision() != backend::Precision::kFp32) note << "device: " << be.describe() << "\n";
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;
     hooks.overwrite_output_dir = args->overwrite_output_dir;

@@ -140,20 +140,23 @@ Backend& cpu();
 // The CPU backend on the int8 route (precision int8: ops::linear_forward_int8); every other op
 // as cpu().
 Backend& cpu_int8();
+// The CPU backend at precision bf16 (ops::linear_forward_bf16 and linear_backward_input_bf16:
+// oneDNN on CPUs with native bf16, widened SGEMM elsewhere); every other op as cpu().
+Backend& cpu_bf16();
 
 // The twin of a CPU backend (cpu() or cpu_int8()) whose linear_forward and gemm are batch-invariant:
 // row n of their result is bit for bit the same whatever else is in the batch (ops/linear.h), so
 // that the server's requests get the same logits alone or batched (serve/engine.h). Slower for
 // long prompts than OpenBLAS. The int8 route's kernel (per weight row, per token) is kept for the
-// dtypes it covers. A GPU backend is returned as it is: its GEMMs are NOT known to be
-// batch-invariant (cuBLAS may pick another algorithm per shape), and the GPU path has never run
-// on a GPU.
+// dtypes it covers. BadInput for the CPU at bf16, which has no batch-invariant kernels. A GPU
+// backend is returned as it is: its GEMMs are NOT known to be batch-invariant (cuBLAS may pick
+// another algorithm per shape), and the GPU path has never run on a GPU.
 Backend& batch_invariant(Backend& be);
 
 // The backend for `d` computing at `p`: the CPU one, or the GPU backend of this build for device
 // d.index, created on first use and kept for the life of the process (one per device and
 // precision). BadInput when this build has no GPU backend (naming how to build one), the device
-// does not exist, the CPU is asked for bf16 (not there yet: issue #17) or a GPU for int8.
+// does not exist, or a GPU is asked for int8.
 Backend& for_device(const Device& d, Precision p = Precision::kFp32);
 
 // Whether this build has a GPU backend compiled in, and its name ("cuda", "hip") or "".

@@ -1,6 +1,7 @@
 // The CPU backend: each op is the fp32 CPU op of src/ops/ (threads, OpenBLAS, dequantizing tiles)
 // or an OpenBLAS call, so code written against backend.h computes on the CPU exactly what it did
-// when it called those functions directly. Memory is host memory; weights are read in place.
+// when it called those functions directly. Memory is host memory; weights are read in place. At
+// precision int8 or bf16 only the linear layers change (ops/linear.h).
 #include <cblas.h>
 
 #include <cstdlib>
@@ -44,8 +45,10 @@ class CpuBackend final : public Backend {
 #if defined(_OPENMP)
     threads = omp_get_max_threads();
 #endif
-    return std::string("cpu (") + precision_name(precision_) + (invariant_ ? ", batch-invariant kernels" : ", OpenBLAS") +
-           ", " + std::to_string(threads) + " threads)";
+    std::string kernels = invariant_ ? "batch-invariant kernels" : "OpenBLAS";
+    if (precision_ == Precision::kBf16) kernels = ops::bf16_kernel_name(ops::bf16_kernel());
+    return std::string("cpu (") + precision_name(precision_) + ", " + kernels + ", " + std::to_string(threads) +
+           " threads)";
   }
 
   void* allocate(size_t bytes) override {
@@ -102,13 +105,15 @@ class CpuBackend final : public Backend {
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
                       int64_t N) override {
     if (precision_ == Precision::kInt8 && ops::int8_path(w.dtype)) ops::linear_forward_int8(y, x, w, bias, N);
+    else if (precision_ == Precision::kBf16) ops::linear_forward_bf16(y, x, w, bias, N);
     else if (invariant_) ops::linear_forward_batch_invariant(y, x, w, bias, N);
     else ops::linear_forward(y, x, w, bias, N);
   }
   void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
                              bool accumulate) override {
-    // fp32 in every precision: int8 is for inference (training refuses it, train_config.cpp).
-    ops::linear_backward_input(dx, dy, w, N, accumulate);
+    // int8 is for inference (training refuses it, train_config.cpp), so its backward is fp32.
+    if (precision_ == Precision::kBf16) ops::linear_backward_input_bf16(dx, dy, w, N, accumulate);
+    else ops::linear_backward_input(dx, dy, w, N, accumulate);
   }
   void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
     ops::undo_gguf_qk_permutation(x, N, H, HD);
@@ -176,8 +181,16 @@ Backend& cpu_int8() {
   return backend;
 }
 
+Backend& cpu_bf16() {
+  static CpuBackend backend(Precision::kBf16);
+  return backend;
+}
+
 Backend& batch_invariant(Backend& be) {
   if (!be.device().is_cpu()) return be;
+  if (be.precision() == Precision::kBf16)
+    throw BadInput("precision bf16 on the CPU has no batch-invariant kernels (oneDNN's results may depend on the "
+                   "batch): serve it with --parallel 1, or serve several slots at precision fp32 or int8");
   static CpuBackend fp32(Precision::kFp32, true), int8(Precision::kInt8, true);
   return be.precision() == Precision::kInt8 ? static_cast<Backend&>(int8) : static_cast<Backend&>(fp32);
 }

@@ -21,9 +21,10 @@ struct Device {
 Device parse_device(const std::string& s, const std::string& what);
 
 // The arithmetic of the large matrix products (`--precision`, config key `precision`):
-//   fp32  fp32 inputs and accumulation: what matches transformers in fp32 (the CPU's only mode);
-//   bf16  inputs rounded to bf16, products and sums in fp32 (tensor cores on a GPU); adapters,
-//         gradients and optimizer state stay fp32.
+//   fp32  fp32 inputs and accumulation: what matches transformers in fp32 (the CPU's default);
+//   bf16  inputs rounded to bf16, products and sums in fp32 (tensor cores on a GPU; oneDNN on a
+//         CPU with AVX512-BF16 or AMX, widened SGEMM on other CPUs); adapters, gradients and
+//         optimizer state stay fp32.
 //   int8  CPU inference on quantized bases: activations quantized per block of 32 to int8 and
 //         integer dot products against Q8_0/Q4_0/Q4_1/Q4_K/Q6_K weights (core/quant_int8.h); weights of
 //         other dtypes, and every other op, stay fp32. Not for training (no backward).

@@ -34,12 +34,10 @@ const char* gpu_backend_name() {
 
 Backend& for_device(const Device& d, Precision p) {
   if (d.is_cpu()) {
-    if (p == Precision::kBf16)
-      throw BadInput("precision bf16 runs on a GPU only so far (issue #17: the CPU computes in fp32 or int8): "
-                     "use precision fp32 or int8 with device cpu");
     // Settles the kernel path (and refuses a bad MEDTUNE_ISA with its message) here, before any
     // op could first ask for it inside an OpenMP region, where an exception cannot escape.
     (void)active_isa();
+    if (p == Precision::kBf16) return cpu_bf16();
     return p == Precision::kInt8 ? cpu_int8() : cpu();
   }
   if (p == Precision::kInt8)

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/tensor_convert.h"
@@ -68,6 +70,7 @@ ParityTolerances bf16_tolerances(int64_t num_layers) {
   ParityTolerances t;
   t.logits_rel = std::ldexp(1.0, -8) * static_cast<double>(2 * num_layers + 1) * 2.0;
   t.loss_rel = t.logits_rel;
+  t.grads_rel = std::ldexp(1.0, -8) * static_cast<double>(4 * num_layers + 2) * 2.0;
   return t;
 }
 
@@ -176,6 +179,7 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol, b
   std::vector<float> g_got, p_got;
   std::vector<double> g_want, p_want;
   std::vector<ParamRef> params;
+  std::vector<std::pair<float*, std::vector<double>>> reference_grads;  // gradient, its reference: bf16 only
   for (size_t l = 0; l < lora.layers.size(); ++l)
     for (int p = 0; p < model::kNumProj; ++p) {
       auto& ll = lora.layers[l][static_cast<size_t>(p)];
@@ -186,11 +190,18 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol, b
         if (want_g.size() != grad->size()) throw BadInput(grads.path + ": tensor '" + prefix + suffix + "' has the wrong size");
         g_got.insert(g_got.end(), grad->begin(), grad->end());
         g_want.insert(g_want.end(), want_g.begin(), want_g.end());
+        // At bf16 AdamW steps from the reference gradients (parity.h): copied over ours, which
+        // have been compared above.
         params.push_back(ParamRef{prefix + suffix, value->data(), grad->data(), static_cast<int64_t>(value->size())});
+        if (trained.backend().precision() != backend::Precision::kFp32)
+          reference_grads.emplace_back(grad->data(), want_g);
       }
     }
   const double grad_err = max_rel_error(g_got, g_want);
   r["lora_grads_max_rel_error"] = grad_err;
+  for (auto& [slot, want] : reference_grads)
+    for (size_t j = 0; j < want.size(); ++j) slot[j] = static_cast<float>(want[j]);
+  r["lora_adamw_from"] = reference_grads.empty() ? "medtune's gradients" : "the reference gradients";
 
   const auto& am = meta.at("adamw");
   AdamWConfig acfg;

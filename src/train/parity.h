@@ -25,15 +25,18 @@ struct ParityTolerances {
   double adamw_rel = 1e-5;
 };
 
-// The bf16 linear layers' tolerances for the forward checks (logits, loss), derived to first order:
-// each linear layer's inputs are rounded to bf16 (relative error ≤ 2^-9 each), so each product is
-// off by ≤ 2^-8 relative and each output by ≤ 2^-8·Σ|a·b| (the fp32 accumulation adds ~K·2^-24,
-// negligible). A logit goes through two such stages per layer on its way (attention's q/k/v then
-// o; the MLP's gate/up then down) plus the lm_head: 2L + 1 stages, each error passed on with a gain
-// taken as 2 (RMSNorm renormalises, residual sums mix the terms), hence 2^-8·(2L + 1)·2 relative to
-// the largest logit (2-layer fixtures: 0.039; 4 layers: 0.070). transformers' own bf16-vs-fp32
-// logits differ by ~1e-2 on these fixtures. The gradient and AdamW checks run in fp32 on the CPU
-// (check_parity) and keep the fp32 bounds.
+// The bf16 linear layers' tolerances, derived to first order: each linear layer's inputs are
+// rounded to bf16 (relative error ≤ 2^-9 each), so each product is off by ≤ 2^-8 relative and each
+// output by ≤ 2^-8·Σ|a·b| (the fp32 accumulation adds ~K·2^-24, negligible). A logit goes through
+// two such stages per layer on its way (attention's q/k/v then o; the MLP's gate/up then down) plus
+// the lm_head: 2L + 1 stages, each error passed on with a gain taken as 2 (RMSNorm renormalises,
+// residual sums mix the terms), hence 2^-8·(2L + 1)·2 relative to the largest logit (2-layer
+// fixtures: 0.039; 4 layers: 0.070). transformers' own bf16-vs-fp32 logits differ by ~1e-2 on
+// these fixtures. A LoRA gradient is a product of a forward activation and a backward signal; the
+// signal starts from the logits (2L + 1 stages) and comes back through the lm_head's and each
+// layer's backward products (2L + 1 more), so the gradients get 2^-8·(4L + 2)·2 (2 layers: 0.078).
+// AdamW itself is fp32 at every precision: its check starts from the reference gradients when
+// the precision is not fp32 (check_parity), so it keeps the fp32 bound.
 ParityTolerances bf16_tolerances(int64_t num_layers);
 
 struct ParityResult {
@@ -42,8 +45,10 @@ struct ParityResult {
 };
 
 // Throws BadInput when the fixture directory is incomplete or malformed. The forward checks (base
-// and LoRA logits, loss, greedy tokens) run on `be`; the gradient and AdamW checks run on the CPU
-// until the training step runs on other backends (the report says where each ran).
+// and LoRA logits, loss, greedy tokens) run on `be`; the gradient and AdamW checks run on `be` when
+// it is a CPU backend (at its precision), on the CPU at fp32 for a GPU until the training step has
+// run on one (the report says where each ran). AdamW steps from medtune's own gradients at fp32,
+// from the reference gradients at bf16 (its inputs' error is the gradient check's).
 ParityResult check_parity(const std::string& fixture_dir, const ParityTolerances& tol = {},
                           backend::Backend& be = backend::cpu());
 

@@ -613,7 +613,7 @@ struct ForeignKey {
 };
 
 constexpr std::string_view kPrecision =
-    "medtune picks the precision per device (fp32 on the CPU, bf16 storage on GPUs)";
+    "medtune's key is 'precision' (fp32 | bf16 | auto: fp32 on the CPU, bf16 on GPUs)";
 constexpr std::string_view kAttention =
     "medtune's attention kernels are its own; the math is the same";
 constexpr std::string_view kTracker =
@@ -844,10 +844,6 @@ class ConfigBuilder {
       fail_at(where_or(set_entry("precision"), path),
               "'precision: int8' is for inference (eval, generate: quantized activations have no backward); "
               "train with precision: fp32");
-    if (c.device == "cpu" && c.precision == "bf16")
-      fail_at(where_or(set_entry("precision"), path),
-              "'precision: bf16' runs on a GPU only so far (the CPU computes in fp32); set device: gpu or "
-              "precision: fp32");
 
     if (const Entry* linear = set_entry("lora_target_linear"); linear && read_bool(*linear))
       c.lora_target_modules =

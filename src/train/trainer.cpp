@@ -13,6 +13,7 @@
 #include <iostream>
 #include <span>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "dist/gradient_sum.h"
 #include "dist/launch.h"
@@ -476,6 +477,9 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
                              {"backend", comm.backend_name()},
                              {"deterministic_reduction", hooks.deterministic_reduction},
                              {"micro_batches_per_step", global_cfg.gradient_accumulation_steps}};
+  // What computed (not part of the run's identity: a resume may change device or precision).
+  manifest["compute"] = {{"backend", model.backend().describe()},
+                         {"precision", backend::precision_name(model.backend().precision())}};
   const std::string started = utc_timestamp_now();
   manifest["run"] = {{"started", started}, {"status", "running"}};
   if (writer) {

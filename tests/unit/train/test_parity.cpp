@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "backend/backend.h"
+#include "io/checkpoint.h"
 #include "train/parity.h"
 
 namespace medtune {
@@ -25,6 +27,18 @@ TEST_P(HfParity, BaseLogitsLossAndGreedyMatchTransformers) {
   // The checks the tool reports must be the ones we think it makes.
   EXPECT_LE(result.report["base_logits_max_rel_error"].get<double>(), 1e-4);
   EXPECT_TRUE(result.report["greedy_tokens_equal"].get<bool>());
+}
+
+TEST_P(HfParity, Bf16WithinDerivedTolerances) {
+  // precision bf16 on the CPU (oneDNN or widened SGEMM, ops/linear.h): forward, gradients and
+  // AdamW against the float64 reference within train::bf16_tolerances (derived in parity.h).
+  const int64_t layers = io::open_checkpoint(GetParam() + "/base").config.num_hidden_layers;
+  const auto result = train::check_parity(GetParam(), train::bf16_tolerances(layers), backend::cpu_bf16());
+  EXPECT_TRUE(result.ok) << result.report.dump(2);
+  EXPECT_EQ(result.report["precision"], "bf16");
+  EXPECT_EQ(result.report["training_checks_device"], "cpu");
+  // bf16 must actually round: the base logits are further from the reference than fp32's ~1e-6.
+  EXPECT_GT(result.report["base_logits_max_rel_error"].get<double>(), 1e-5) << result.report.dump(2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(fixture_dirs()),
