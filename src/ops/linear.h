@@ -40,7 +40,9 @@ bool int8_path(DType t);
 // to nearest even; BF16 weights as stored), products exact in fp32, sums in fp32. The kernel:
 //   kOneDnn        oneDNN's bf16 matmul (AVX512-BF16 / AMX), where the CPU has native bf16;
 //   kWidenedSgemm  the rounded values widened to fp32 and multiplied by SGEMM, elsewhere.
-// Both compute the same products; only the order of the fp32 sums differs.
+// Both compute the same products; only the order of the fp32 sums differs. For decode-sized N
+// (<= 4 tokens) the forward takes neither: each weight row is decoded, rounded and dotted with the
+// tokens at once, as linear_forward's fused path.
 enum class Bf16Kernel { kWidenedSgemm, kOneDnn };
 Bf16Kernel bf16_kernel();  // what this CPU (and MEDTUNE_ISA) allows
 const char* bf16_kernel_name(Bf16Kernel k);  // "onednn", "widened-sgemm"

@@ -29,6 +29,11 @@ constexpr int64_t kChunkElems = int64_t{1} << 21;
 
 int64_t chunk_rows(const StoredMatrix& w) { return std::max<int64_t>(1, kChunkElems / std::max<int64_t>(1, w.cols)); }
 
+// Tokens at or below which the forward dots each weight row with the tokens as it is decoded and
+// rounded (no bf16 matrix is written: decode would otherwise convert every weight of the model
+// per token), as linear_forward's fused path does at fp32.
+constexpr int64_t kGemvMaxTokens = 4;
+
 // Elements below which a conversion loop stays on one thread.
 constexpr int64_t kParallelElems = 65536;
 
@@ -39,9 +44,9 @@ void round_to_bf16(uint16_t* out, const float* x, int64_t n) {
 }
 
 // x (n) rounded to bf16 and widened back: the same values as round_to_bf16, as fp32.
-void round_through_bf16(float* out, const float* x, int64_t n) {
+void round_all_through_bf16(float* out, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelElems)
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  for (int64_t i = 0; i < n; ++i) out[i] = round_through_bf16(x[i]);
 }
 
 void dequant_row(const StoredMatrix& w, int64_t r, float* out) {
@@ -76,9 +81,38 @@ const float* weight_rows_rounded(const StoredMatrix& w, int64_t r0, int64_t r1, 
   for (int64_t r = r0; r < r1; ++r) {
     float* row = out + (r - r0) * w.cols;
     dequant_row(w, r, row);
-    for (int64_t c = 0; c < w.cols; ++c) row[c] = bf16_to_f32(f32_to_bf16(row[c]));
+    for (int64_t c = 0; c < w.cols; ++c) row[c] = round_through_bf16(row[c]);
   }
   return out;
+}
+
+// a . b over n elements, in fp32 with 16 independent partial sums (so the compiler vectorizes it
+// without reassociating anything: the order is fixed by this code).
+float dot_f32(const float* a, const float* b, int64_t n) {
+  constexpr int kLanes = 16;
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = 0.0f;
+  for (int j = 0; j < kLanes; ++j) s += acc[j];
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// y (N, rows) = xr (N, cols) . bf16(W)^T for N <= kGemvMaxTokens; xr already rounded through bf16.
+void forward_fused_rows(float* y, const float* xr, const StoredMatrix& w, int64_t N) {
+#pragma omp parallel
+  {
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(w.cols));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < w.rows; ++r) {
+      dequant_row(w, r, row.data());
+      for (int64_t c = 0; c < w.cols; ++c) row[static_cast<size_t>(c)] = round_through_bf16(row[static_cast<size_t>(c)]);
+      for (int64_t n = 0; n < N; ++n) y[n * w.rows + r] = dot_f32(row.data(), xr + n * w.cols, w.cols);
+    }
+  }
 }
 
 void add_bias(float* y, const float* bias, int64_t N, int64_t rows) {
@@ -106,7 +140,11 @@ const char* bf16_kernel_name(Bf16Kernel k) { return k == Bf16Kernel::kOneDnn ? "
 void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N, Bf16Kernel k) {
   const int64_t K = w.cols, R = w.rows, step = chunk_rows(w);
   Scratch& s = scratch();
-  if (k == Bf16Kernel::kOneDnn) {
+  if (N <= kGemvMaxTokens) {  // decode: either kernel
+    s.act_f32.resize(static_cast<size_t>(N * K));
+    round_all_through_bf16(s.act_f32.data(), x, N * K);  // (N, K)
+    forward_fused_rows(y, s.act_f32.data(), w, N);
+  } else if (k == Bf16Kernel::kOneDnn) {
     s.act_bf16.resize(static_cast<size_t>(N * K));
     round_to_bf16(s.act_bf16.data(), x, N * K);  // (N, K)
     for (int64_t r0 = 0; r0 < R; r0 += step) {
@@ -117,7 +155,7 @@ void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const 
     }
   } else {
     s.act_f32.resize(static_cast<size_t>(N * K));
-    round_through_bf16(s.act_f32.data(), x, N * K);  // (N, K)
+    round_all_through_bf16(s.act_f32.data(), x, N * K);  // (N, K)
     for (int64_t r0 = 0; r0 < R; r0 += step) {
       const int64_t r1 = std::min(R, r0 + step);
       const float* wc = weight_rows_rounded(w, r0, r1, s.weight_f32);  // (r1 - r0, K)
@@ -146,7 +184,7 @@ void linear_backward_input_bf16(float* dx, const float* dy, const StoredMatrix& 
     }
   } else {
     s.act_f32.resize(static_cast<size_t>(N * R));
-    round_through_bf16(s.act_f32.data(), dy, N * R);  // (N, R)
+    round_all_through_bf16(s.act_f32.data(), dy, N * R);  // (N, R)
     for (int64_t r0 = 0; r0 < R; r0 += step) {
       const int64_t r1 = std::min(R, r0 + step);
       const float* wc = weight_rows_rounded(w, r0, r1, s.weight_f32);  // (r1 - r0, K)
