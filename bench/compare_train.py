@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """LoRA training speed on one model, side by side in one run: medtune (bench/bench_train_step)
-and PyTorch CPU + PEFT (transformers loading the same GGUF, dequantized to fp32).
+and PyTorch CPU + PEFT (transformers loading the same GGUF, dequantized to fp32), each at every
+precision of --precisions: fp32, and bf16 (medtune `--precision bf16`; PyTorch's bf16 autocast,
+`torch.autocast("cpu", dtype=torch.bfloat16)` around the forward, as its docs and HF Trainer's
+`bf16=True` on a CPU do).
 
     python3 bench/compare_train.py --bench build/bench/bench_train_step \
-        --model models/SmolLM2-135M-Instruct.Q4_1.gguf --threads 2
+        --model models/SmolLM2-135M-Instruct.Q4_1.gguf --threads 2 --precisions fp32,bf16
 
 Both run the shape of issue 5's goal: batch 4 x 256 random token ids, labels = input ids (every
 next token a target; with --answer-tokens K only each row's last K tokens, the prompt masked with
@@ -20,14 +23,16 @@ import subprocess
 import time
 
 
-def bench_medtune(a, checkpointing):
+def bench_medtune(a, checkpointing, precision):
     out = subprocess.run([a.bench, a.model, "--batch", str(a.batch), "--seq", str(a.seq), "--rank", str(a.rank),
                           "--steps", str(a.steps), "--threads", str(a.threads), "--checkpointing",
-                          str(int(checkpointing)), "--answer-tokens", str(a.answer_tokens)], check=True, capture_output=True, text=True).stdout
+                          str(int(checkpointing)), "--answer-tokens", str(a.answer_tokens), "--precision", precision],
+                         check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
-def bench_torch_peft(a, checkpointing):
+def bench_torch_peft(a, checkpointing, precision):
+    import contextlib
     import resource
     import torch
     from peft import LoraConfig, get_peft_model
@@ -52,7 +57,10 @@ def bench_torch_peft(a, checkpointing):
     for s in range(a.steps + 1):
         t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
-        out = model(input_ids=ids, labels=labels)
+        autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
+                    else contextlib.nullcontext())
+        with autocast:
+            out = model(input_ids=ids, labels=labels)
         out.loss.backward()
         opt.step()
         if s:
@@ -78,32 +86,43 @@ def main():
     p.add_argument("--answer-tokens", type=int, default=0,
                    help="only the last K tokens of each row are targets (completion-only loss, the prompt masked); "
                         "0: every token")
+    p.add_argument("--precisions", default="fp32",
+                   help="comma-separated: fp32, bf16 (each engine runs each; ratios are against every torch run)")
     a = p.parse_args()
-    rows, results = [], {}
-    for ck in ([False, True] if a.checkpointing else [False]):
-        tag = "ckpt" if ck else "plain"
-        m = bench_medtune(a, ck)
-        results[f"medtune_{tag}"] = m
-        try:
-            t = bench_torch_peft(a, ck)
-        except ImportError as e:
-            t = None
-            print(f"PyTorch + PEFT peer skipped: {e}")
-        results[f"torch_peft_{tag}"] = t
-        rows.append((tag, m, t))
+    precisions = a.precisions.split(",")
+    results = {}
     print(f"LoRA r{a.rank} all linear, batch {a.batch} x {a.seq}, {a.threads} threads, median of {a.steps} steps")
     # CPU s: process CPU time per step, all threads. On a loaded machine wall time at 2 threads
     # mostly measures OpenMP's spinning waits (both engines spin); compare at --threads 1 there.
-    print(f"{'checkpointing':<14}{'engine':<16}{'step s':>9}{'CPU s':>9}{'tok/s':>9}{'peak RSS MiB':>14}")
-    for tag, m, t in rows:
-        for name, r in (("medtune", m), ("torch+peft", t)):
+    print(f"{'checkpointing':<14}{'engine':<22}{'step s':>9}{'CPU s':>9}{'tok/s':>9}{'peak RSS MiB':>14}")
+    for ck in ([False, True] if a.checkpointing else [False]):
+        tag = "ckpt" if ck else "plain"
+        runs = []
+        # Alternating engines at each precision, so that a load change hits both.
+        for prec in precisions:
+            m = bench_medtune(a, ck, prec)
+            results[f"medtune_{prec}_{tag}"] = m
+            runs.append((f"medtune {prec}", m))
+            try:
+                t = bench_torch_peft(a, ck, prec)
+            except ImportError as e:
+                t = None
+                print(f"PyTorch + PEFT peer skipped: {e}")
+            results[f"torch_peft_{prec}_{tag}"] = t
+            runs.append((f"torch+peft {prec}", t))
+        for name, r in runs:
             if r:
                 cpu = r.get("median_step_cpu_s", float("nan"))
-                print(f"{tag:<14}{name:<16}{r['median_step_s']:>9.2f}{cpu:>9.2f}{r['tokens_per_s']:>9.1f}"
+                print(f"{tag:<14}{name:<22}{r['median_step_s']:>9.2f}{cpu:>9.2f}{r['tokens_per_s']:>9.1f}"
                       f"{r['peak_rss_mib']:>14.0f}")
-        if t:
-            print(f"{'':<14}{'ratio':<16}{t['median_step_s'] / m['median_step_s']:>9.2f}x"
-                  f"{t['median_step_cpu_s'] / m['median_step_cpu_s']:>8.2f}x")
+        # Speed of each medtune run over each torch run (step time ratio; CPU-time ratio).
+        for mname, m in runs:
+            if not mname.startswith("medtune") or not m:
+                continue
+            for tname, t in runs:
+                if tname.startswith("torch") and t:
+                    print(f"{'':<14}{mname + ' vs ' + tname.split()[1]:<22}{t['median_step_s'] / m['median_step_s']:>9.2f}x"
+                          f"{t['median_step_cpu_s'] / m['median_step_cpu_s']:>8.2f}x  (torch {tname.split()[1]})")
     print(json.dumps(results))
 
 

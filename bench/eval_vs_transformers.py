@@ -16,6 +16,10 @@ Each measurement is repeated --repeats times (alternating engines); medians are 
 one JSON line holding every number. Next to q/s (wall time) each engine's CPU seconds per
 question (user + sys, all threads): on a shared, loaded machine the wall time mostly measures
 the load, the CPU time much less so (though OpenMP threads spinning at barriers count as CPU). The transformers predictions are checked against medtune's.
+
+--bf16 adds letter scoring at bf16 to the rounds: `medtune eval --precision bf16` against the same
+transformers loop under `torch.autocast("cpu", dtype=torch.bfloat16)` (PyTorch's CPU bf16), and
+reports each one's letter agreement with its fp32 run.
 """
 from __future__ import annotations
 
@@ -34,9 +38,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import eval_reference as er  # noqa: E402  (prompt rendering and _encode_pair, shared with the reference)
 
 
-def run_medtune(a, scoring, out):
+def run_medtune(a, scoring, out, precision="fp32"):
     cmd = [a.medtune, "-t", str(a.threads), "eval", a.model, "--data", a.data, "--limit", str(a.limit),
-           "--scoring", scoring, "--out", out, "-q"]
+           "--scoring", scoring, "--precision", precision, "--out", out, "-q"]
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -57,6 +61,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--no-bs4", action="store_true")
+    ap.add_argument("--bf16", action="store_true", help="also letter scoring at bf16 (medtune and torch autocast)")
     a = ap.parse_args()
 
     import torch
@@ -78,11 +83,13 @@ def main() -> int:
         texts = [er.continuation_ids(tk, ctx_text, " " + o) for o in options]
         enc.append((ctx, letters, texts, options))
 
-    def hf_letter():
+    def hf_letter(bf16=False):
+        import contextlib
         preds = []
         c0 = time.process_time()
         t0 = time.perf_counter()
-        with torch.no_grad():
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with torch.no_grad(), autocast:
             for ctx, letters, _, _ in enc:
                 last = torch.log_softmax(model(torch.tensor([ctx]), use_cache=False).logits[0, -1], -1)
                 preds.append(er.argmax([float(last[t]) for t in letters]))
@@ -108,7 +115,8 @@ def main() -> int:
                 preds.append(er.argmax(ll))
         return len(enc) / (time.perf_counter() - t0), (time.process_time() - c0) / len(enc), preds
 
-    runs = {k: [] for k in ("medtune letter", "medtune text", "hf letter", "hf text bs1", "hf text bs4")}
+    runs = {k: [] for k in ("medtune letter", "medtune text", "hf letter", "hf text bs1", "hf text bs4",
+                            "medtune letter bf16", "hf letter bf16")}
     cpu = {k: [] for k in runs}  # CPU seconds (user + sys, all threads) per question
     preds = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,8 +125,10 @@ def main() -> int:
                             ("hf letter", hf_letter),
                             ("medtune text", lambda: run_medtune(a, "text", os.path.join(tmp, "t"))),
                             ("hf text bs1", lambda: hf_text(1)),
-                            ("hf text bs4", lambda: hf_text(4))):
-                if key == "hf text bs4" and a.no_bs4:
+                            ("hf text bs4", lambda: hf_text(4)),
+                            ("medtune letter bf16", lambda: run_medtune(a, "letter", os.path.join(tmp, "lb"), "bf16")),
+                            ("hf letter bf16", lambda: hf_letter(True))):
+                if (key == "hf text bs4" and a.no_bs4) or (key.endswith("bf16") and not a.bf16):
                     continue
                 qps, cpq, p = fn()
                 runs[key].append(qps)
@@ -140,15 +150,23 @@ def main() -> int:
     rows = [("letter", "medtune letter", "hf letter", "fp32, 1 fwd/question"),
             ("text", "medtune text", "hf text bs1", "fp32, 1 fwd/option"),
             ("text", "medtune text", "hf text bs4", "fp32, 4 options/batch")]
+    if a.bf16:
+        rows.append(("letter", "medtune letter bf16", "hf letter bf16", "bf16 autocast, letter"))
     for scoring, mk, hk, what in rows:
         if hk in med:
             print(f"{scoring:10s} {med[mk]:12.3f} {what:>22s} {med[hk]:8.3f} {med[mk] / med[hk]:12.2f}x"
                   f" {med_cpu[mk]:16.2f} {med_cpu[hk]:6.2f} {med_cpu[hk] / med_cpu[mk]:5.2f}x")
     print(f"predictions agree (medtune vs transformers fp32): letter {agree_letter}/{n}, text {agree_text}/{n}")
+    agree_bf16 = {}
+    if a.bf16:
+        agree_bf16 = {"medtune": sum(x == y for x, y in zip(letter(preds["medtune letter bf16"]), letter(preds["medtune letter"]))),
+                      "transformers": sum(x == y for x, y in zip(preds["hf letter bf16"], preds["hf letter"]))}
+        print(f"bf16 letters agreeing with the same engine's fp32: medtune {agree_bf16['medtune']}/{n}, "
+              f"transformers {agree_bf16['transformers']}/{n}")
     print(json.dumps({"questions": n, "threads": a.threads, "repeats": a.repeats, "runs": runs, "median": med,
                       "cpu_s_per_question": cpu, "median_cpu_s_per_question": med_cpu,
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
-                      "agree_letter": agree_letter, "agree_text": agree_text,
+                      "agree_letter": agree_letter, "agree_text": agree_text, "agree_bf16_vs_fp32": agree_bf16,
                       "torch": torch.__version__, "transformers": transformers.__version__}))
     return 0
 
