@@ -11,6 +11,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/half.h"
@@ -37,10 +38,18 @@ constexpr int64_t kGemvMaxTokens = 4;
 // Elements below which a conversion loop stays on one thread.
 constexpr int64_t kParallelElems = 65536;
 
+// f32_to_bf16(f), through the branch-free round_through_bf16 so that loops vectorize.
+inline uint16_t bf16_bits(float f) {
+  const float r = round_through_bf16(f);
+  uint32_t u;
+  std::memcpy(&u, &r, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
 // x (n) rounded to bf16.
 void round_to_bf16(uint16_t* out, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > kParallelElems)
-  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
 }
 
 // x (n) rounded to bf16 and widened back: the same values as round_to_bf16, as fp32.
@@ -67,7 +76,7 @@ const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, 
 #pragma omp for schedule(static)
     for (int64_t r = r0; r < r1; ++r) {
       dequant_row(w, r, row.data());
-      for (int64_t c = 0; c < w.cols; ++c) out[(r - r0) * w.cols + c] = f32_to_bf16(row[static_cast<size_t>(c)]);
+      for (int64_t c = 0; c < w.cols; ++c) out[(r - r0) * w.cols + c] = bf16_bits(row[static_cast<size_t>(c)]);
     }
   }
   return out;
