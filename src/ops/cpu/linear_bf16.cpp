@@ -15,8 +15,6 @@
 #include <vector>
 
 #include "core/half.h"
-#include "core/nf4.h"
-#include "core/quant.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/linear.h"
 
@@ -58,11 +56,6 @@ void round_all_through_bf16(float* out, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = round_through_bf16(x[i]);
 }
 
-void dequant_row(const StoredMatrix& w, int64_t r, float* out) {
-  if (w.dtype == DType::NF4) nf4::dequantize_blocks(w.row(r), out, w.cols);
-  else dequantize_row(w.dtype, w.row(r), out, w.cols);
-}
-
 // Rows [r0, r1) of W in bf16, (r1 - r0, cols): a BF16 matrix's own rows, or rows dequantized to
 // fp32 and rounded into `scratch`.
 const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, std::vector<uint16_t>& scratch) {
@@ -75,7 +68,7 @@ const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, 
     row.resize(static_cast<size_t>(w.cols));
 #pragma omp for schedule(static)
     for (int64_t r = r0; r < r1; ++r) {
-      dequant_row(w, r, row.data());
+      dequantize_rows(row.data(), w, r, r + 1);
       for (int64_t c = 0; c < w.cols; ++c) out[(r - r0) * w.cols + c] = bf16_bits(row[static_cast<size_t>(c)]);
     }
   }
@@ -89,7 +82,7 @@ const float* weight_rows_rounded(const StoredMatrix& w, int64_t r0, int64_t r1, 
 #pragma omp parallel for schedule(static) if ((r1 - r0) * w.cols > kParallelElems)
   for (int64_t r = r0; r < r1; ++r) {
     float* row = out + (r - r0) * w.cols;
-    dequant_row(w, r, row);
+    dequantize_rows(row, w, r, r + 1);
     for (int64_t c = 0; c < w.cols; ++c) row[c] = round_through_bf16(row[c]);
   }
   return out;
@@ -117,7 +110,7 @@ void forward_fused_rows(float* y, const float* xr, const StoredMatrix& w, int64_
     row.resize(static_cast<size_t>(w.cols));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r) {
-      dequant_row(w, r, row.data());
+      dequantize_rows(row.data(), w, r, r + 1);
       for (int64_t c = 0; c < w.cols; ++c) row[static_cast<size_t>(c)] = round_through_bf16(row[static_cast<size_t>(c)]);
       for (int64_t n = 0; n < N; ++n) y[n * w.rows + r] = dot_f32(row.data(), xr + n * w.cols, w.cols);
     }
