@@ -17,6 +17,15 @@ inline std::vector<float> random_vector(size_t n, uint64_t seed, float lo = -1.0
   return v;
 }
 
+// n draws of N(0, stddev^2) from mt19937_64(seed).
+inline std::vector<float> random_normal(size_t n, uint64_t seed, float stddev = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, stddev);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
 // An output buffer with sentinel words on both sides; intact() says whether an op wrote outside.
 class Guarded {
  public:

@@ -10,6 +10,7 @@
 #include "core/dtype.h"
 #include "core/quant_int8.h"
 #include "ops/linear.h"
+#include "support/buffers.h"
 
 namespace medtune::ops {
 namespace {
@@ -33,11 +34,7 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint64_
 }
 
 std::vector<float> random_x(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) v = nd(rng);
-  return x;
+  return testing::random_normal(static_cast<size_t>(n), seed);
 }
 
 TEST(LinearInt8, MatchesScalarReferencePerTokenAndRow) {

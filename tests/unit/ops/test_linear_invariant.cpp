@@ -10,16 +10,13 @@
 
 #include "core/dtype.h"
 #include "ops/linear.h"
+#include "support/buffers.h"
 
 namespace medtune::ops {
 namespace {
 
 std::vector<float> random_floats(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (float& v : x) v = nd(rng);
-  return x;
+  return testing::random_normal(static_cast<size_t>(n), seed);
 }
 
 // (rows, cols) weights stored in `t`: random floats, or random quantized blocks with finite f16
