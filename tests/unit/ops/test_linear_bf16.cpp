@@ -16,11 +16,14 @@
 #include <cstring>
 #include <iostream>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/half.h"
 #include "core/nf4.h"
 #include "core/quant_write.h"
+#include "ops/cpu/onednn_matmul.h"
 #include "ops/linear.h"
 #include "support/buffers.h"
 
@@ -33,11 +36,7 @@ double gamma(int64_t n) {
 }
 
 std::vector<float> normal(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = nd(rng);
-  return v;
+  return testing::random_normal(static_cast<size_t>(n), seed);
 }
 
 float bf16_round(float v) { return bf16_to_f32(f32_to_bf16(v)); }
@@ -141,11 +140,21 @@ std::vector<Bf16Kernel> kernels_here() {
   return k;
 }
 
-TEST(LinearBf16, KernelOnThisCpu) {
-  // Which kernels this run executed: oneDNN only on a CPU with AVX512-BF16 or AMX.
+TEST(LinearBf16, KernelFollowsTheCpuAndOneDnnPicksANativeBf16Kernel) {
+  // oneDNN exactly where the CPU multiplies bf16 natively and MEDTUNE_ISA allows AVX-512; and
+  // there oneDNN must have chosen a kernel of a bf16 ISA (avx512_core_bf16 or amx), not its
+  // reference or emulated implementation, which would compute the same values far slower.
+  const CpuFeatures& f = cpu_features();
+  const bool native = (f.avx512bf16 || f.amx_bf16) && active_isa() >= Isa::kAvx512Vnni;
+  EXPECT_EQ(bf16_kernel() == Bf16Kernel::kOneDnn, native);
+  const std::string name = onednn::kernel_name();
+  if (native) {
+    EXPECT_TRUE(name.find("bf16") != std::string::npos || name.find("amx") != std::string::npos) << name;
+  } else {
+    EXPECT_EQ(name, "");
+  }
   std::cout << "[ bf16     ] kernels executed: widened-sgemm"
-            << (bf16_kernel() == Bf16Kernel::kOneDnn ? ", onednn" : " (onednn not executed: no native bf16 here)")
-            << "\n";
+            << (native ? ", " + name : std::string(" (onednn not executed: no native bf16 here)")) << "\n";
 }
 
 TEST(LinearBf16, ForwardWithinFp32SumBoundOfRoundedOperands) {
