@@ -1,8 +1,11 @@
-// fp32 vs int8 linear_forward on SmolLM2-135M's projection shapes, side by side in one process:
-// each repeat times both paths back to back (alternating which goes first), so a noisy shared
-// machine slows both alike; prints medians and the int8 / fp32 speed ratio, then one JSON line.
+// fp32 linear_forward against another path (the int8 route, or the server's batch-invariant
+// kernel with --against invariant) on SmolLM2-135M's projection shapes, side by side in one
+// process: each repeat times both paths back to back (alternating which goes first), so a noisy
+// shared machine slows both alike; prints medians and the fp32 / other time ratio, then one JSON
+// line.
 //
 //   bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats 9] [--threads N] [--tokens 1,256]
+//                     [--against int8|invariant]
 #include <omp.h>
 
 #include <chrono>
@@ -27,7 +30,7 @@ using medtune::bench::median;
 using medtune::bench::seconds_since;
 
 int main(int argc, char** argv) {
-  std::string dtype_s = "Q4_1", tokens_s = "1,256";
+  std::string dtype_s = "Q4_1", tokens_s = "1,256", against = "int8";
   int repeats = 9, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -35,8 +38,9 @@ int main(int argc, char** argv) {
     else if (k == "--repeats") repeats = std::atoi(v.c_str());
     else if (k == "--threads") threads = std::atoi(v.c_str());
     else if (k == "--tokens") tokens_s = v;
+    else if (k == "--against" && (v == "int8" || v == "invariant")) against = v;
     else {
-      std::cerr << "usage: bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats R] [--threads N] [--tokens 1,256]\n";
+      std::cerr << "usage: bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats R] [--threads N] [--tokens 1,256] [--against int8|invariant]\n";
       return 2;
     }
   }
@@ -52,7 +56,7 @@ int main(int argc, char** argv) {
   nlohmann::json out = nlohmann::json::array();
   std::cout << "dtype " << dtype_s << ", " << omp_get_max_threads() << " threads, int8 path "
             << medtune::isa_name(medtune::active_isa()) << "\n"
-            << "rows x cols     N   fp32 ms   int8 ms   int8 speed-up\n";
+            << "rows x cols     N   fp32 ms   " << against << " ms   " << against << " speed-up\n";
   for (const auto& [rows, cols] : shapes) {
     std::vector<uint8_t> w(static_cast<size_t>(medtune::dtype_row_bytes(t, cols) * rows));
     for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
@@ -72,7 +76,8 @@ int main(int argc, char** argv) {
         for (int k = 0; k < 2; ++k) {
           const bool int8 = (k == 0) == (r % 2 == 0);
           const auto t0 = std::chrono::steady_clock::now();
-          if (int8) medtune::ops::linear_forward_int8(y.data(), x.data(), m, nullptr, N);
+          if (int8 && against == "invariant") medtune::ops::linear_forward_batch_invariant(y.data(), x.data(), m, nullptr, N);
+          else if (int8) medtune::ops::linear_forward_int8(y.data(), x.data(), m, nullptr, N);
           else medtune::ops::linear_forward(y.data(), x.data(), m, nullptr, N);
           const double s = seconds_since(t0);
           if (r > 0) (int8 ? t_int8 : t_fp32).push_back(s);
@@ -81,11 +86,11 @@ int main(int argc, char** argv) {
       const double f = median(t_fp32), q = median(t_int8);
       std::printf("%5lld x %-5lld %5lld %9.3f %9.3f %8.2fx\n", static_cast<long long>(rows),
                   static_cast<long long>(cols), static_cast<long long>(N), f * 1e3, q * 1e3, f / q);
-      out.push_back({{"rows", rows}, {"cols", cols}, {"tokens", N}, {"fp32_ms", f * 1e3}, {"int8_ms", q * 1e3}, {"speedup", f / q}});
+      out.push_back({{"rows", rows}, {"cols", cols}, {"tokens", N}, {"fp32_ms", f * 1e3}, {"other_ms", q * 1e3}, {"speedup", f / q}});
     }
   }
   std::cout << nlohmann::json({{"dtype", dtype_s}, {"threads", omp_get_max_threads()},
-                               {"int8_path", medtune::isa_name(medtune::active_isa())}, {"results", out}}).dump()
+                               {"int8_path", medtune::isa_name(medtune::active_isa())}, {"against", against}, {"results", out}}).dump()
             << "\n";
   return 0;
 }
