@@ -231,4 +231,11 @@ float dot_row(DType t, const void* src, const float* x, int64_t n) {
   return quant_detail::dot_row_avx2(t, static_cast<const uint8_t*>(src), x, n);
 }
 
+bool dot_lanes8(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const float* const* x, int ntok,
+                int64_t n, float* lanes) {
+  if (!use_avx2() || ntok < 1 || ntok > 4) return false;
+  check_n("dot_lanes8", t, n);
+  return quant_detail::dot_lanes8_avx2(t, w, row_bytes, nrows, x, ntok, n, lanes);
+}
+
 }  // namespace medtune

@@ -16,4 +16,14 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 // Equal to dequantize_row followed by a dot product up to fp32 summation order.
 float dot_row(DType t, const void* src, const float* x, int64_t n);
 
+// The 8-lane partial sums of dequantize_row(row j) . x_t, without writing the row out: for rows
+// j < nrows (at w + j * row_bytes) and tokens t < ntok (1..4), lanes[(j * ntok + t) * 8 + l] is
+// acc after acc = fma(value[k], x_t[k], acc) for k = l, l + 8, l + 16, ... < n, ascending, from
+// acc = 0, with value = exactly dequantize_row's. The server's batch-invariant products
+// (ops/cpu/linear_invariant.cpp) are defined by that order and reduce the lanes themselves.
+// Returns false, computing nothing, where there is no fused kernel (not Q8_0/Q4_0/Q4_1/Q4_K/Q6_K,
+// or no AVX2 on this CPU or under MEDTUNE_ISA): the caller then dequantizes and dots.
+bool dot_lanes8(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const float* const* x, int ntok,
+                int64_t n, float* lanes);
+
 }  // namespace medtune

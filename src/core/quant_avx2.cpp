@@ -122,6 +122,126 @@ inline void q6k_groups(const uint8_t* ql, const uint8_t* qh, __m256i g[4]) {
   g[3] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3), off);
 }
 
+// The exact values of one block of a quantized type T, eight at a time: emit(i, v) receives
+// elements [i, i + 8) of the block, i ascending. dequantize_row_avx2 stores them and dot_lanes8
+// multiplies them in registers; both see the same values because both run this code.
+template <DType T>
+struct BlockOf;
+template <> struct BlockOf<DType::Q8_0> { static constexpr int64_t elems = kQK, bytes = kQ8_0Bytes; };
+template <> struct BlockOf<DType::Q4_0> { static constexpr int64_t elems = kQK, bytes = kQ4_0Bytes; };
+template <> struct BlockOf<DType::Q4_1> { static constexpr int64_t elems = kQK, bytes = kQ4_1Bytes; };
+template <> struct BlockOf<DType::Q4_K> { static constexpr int64_t elems = kQKK, bytes = kQ4_KBytes; };
+template <> struct BlockOf<DType::Q6_K> { static constexpr int64_t elems = kQKK, bytes = kQ6_KBytes; };
+
+template <DType T, typename Emit>
+inline void decode_block(const uint8_t* p, Emit&& emit) {
+  if constexpr (T == DType::Q8_0) {
+    const __m256 d = _mm256_set1_ps(load_f16_fast(p));
+    const Block32 q = q8_0_values(p);
+    for (int k = 0; k < 4; ++k) emit(8 * k, _mm256_mul_ps(q.v[k], d));
+  } else if constexpr (T == DType::Q4_0) {
+    const __m256 d = _mm256_set1_ps(load_f16_fast(p));
+    const Block32 q = q4_values(p + 2, true);
+    for (int k = 0; k < 4; ++k) emit(8 * k, _mm256_mul_ps(q.v[k], d));
+  } else if constexpr (T == DType::Q4_1) {
+    const __m256 d = _mm256_set1_ps(load_f16_fast(p));
+    const __m256 m = _mm256_set1_ps(load_f16_fast(p + 2));
+    const Block32 q = q4_values(p + 4, false);
+    for (int k = 0; k < 4; ++k) emit(8 * k, _mm256_add_ps(_mm256_mul_ps(q.v[k], d), m));
+  } else if constexpr (T == DType::Q4_K) {
+    float ds[8], dm[8];
+    quant_detail::q4k_block_factors(p, load_f16_fast(p), load_f16_fast(p + 2), ds, dm);
+    const uint8_t* qs = p + 16;
+    for (int j = 0; j < 4; ++j, qs += 32) {
+      Block32 q[2];
+      q4k_chunk(qs, &q[0], &q[1]);
+      for (int s = 0; s < 2; ++s) {
+        const __m256 d = _mm256_set1_ps(ds[2 * j + s]);
+        const __m256 m = _mm256_set1_ps(dm[2 * j + s]);
+        for (int k = 0; k < 4; ++k) emit(64 * j + 32 * s + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d, q[s].v[k]), m));
+      }
+    }
+  } else {
+    static_assert(T == DType::Q6_K);
+    const float d = load_f16_fast(p + 208);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
+    for (int h = 0; h < 2; ++h) {
+      __m256i g[4];
+      q6k_groups(p + 64 * h, p + 128 + 32 * h, g);
+      for (int gi = 0; gi < 4; ++gi) {
+        const __m128i a = _mm256_castsi256_si128(g[gi]);
+        const __m128i c = _mm256_extracti128_si256(g[gi], 1);
+        const __m256 d0 = _mm256_set1_ps(d * static_cast<float>(sc[8 * h + 2 * gi]));
+        const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(sc[8 * h + 2 * gi + 1]));
+        const int o = 128 * h + 32 * gi;
+        emit(o, _mm256_mul_ps(d0, i8x8_to_ps(a)));
+        emit(o + 8, _mm256_mul_ps(d0, i8x8_to_ps(hi64(a))));
+        emit(o + 16, _mm256_mul_ps(d1, i8x8_to_ps(c)));
+        emit(o + 24, _mm256_mul_ps(d1, i8x8_to_ps(hi64(c))));
+      }
+    }
+  }
+}
+
+template <DType T>
+void dequantize_blocks(const uint8_t* p, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / BlockOf<T>::elems; ++b, p += BlockOf<T>::bytes, y += BlockOf<T>::elems)
+    decode_block<T>(p, [y](int i, __m256 v) { _mm256_storeu_ps(y + i, v); });
+}
+
+// Prefetch distance in the row stream: the tiles read 4 rows at once, which on a matrix larger
+// than the cache the hardware prefetcher does not follow (docs/decisions/batch-invariant-serving.md,
+// "Cost"). A prefetch past the end of the weights is harmless (it never faults).
+constexpr int64_t kPrefetchBytes = 8192;
+
+// lanes[(j * M + t) * 8 + l] for rows j < nw of the tile (NW rows from `w`, stride row_bytes;
+// rows past nw repeat the last and are not stored) and tokens t < M: lane l of
+// acc = fma(value[k], x_t[k], acc) over k = l, l + 8, ... ascending, the 8-lane order of
+// ops/cpu/linear_invariant.cpp. NW x M accumulators = NW x M independent FMA chains.
+
+template <DType T, int NW, int M>
+void lanes_tile(const uint8_t* w, int64_t row_bytes, int nw, const float* const* x, int64_t n, float* lanes) {
+  constexpr int64_t E = BlockOf<T>::elems, B = BlockOf<T>::bytes;
+  __m256 acc[NW][M];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm256_setzero_ps();
+  const uint8_t* wr[NW];
+  for (int j = 0; j < NW; ++j) wr[j] = w + (j < nw ? j : nw - 1) * row_bytes;
+  // The pragmas unroll j and t: with a variable index the accumulators would live in memory and
+  // every FMA of a chain would wait on a store and a load.
+  for (int64_t b = 0; b < n / E; ++b) {
+#pragma GCC unroll 4
+    for (int j = 0; j < NW; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr[j] + b * B + kPrefetchBytes), _MM_HINT_T0);
+      decode_block<T>(wr[j] + b * B, [&acc, j, x, b](int i, __m256 v) {
+#pragma GCC unroll 4
+        for (int t = 0; t < M; ++t) acc[j][t] = _mm256_fmadd_ps(v, _mm256_loadu_ps(x[t] + b * E + i), acc[j][t]);
+      });
+    }
+  }
+  for (int j = 0; j < nw; ++j)
+    for (int t = 0; t < M; ++t) _mm256_storeu_ps(lanes + (j * M + t) * 8, acc[j][t]);
+}
+
+// All nrows rows against ntok (1..4) tokens, in tiles of NW rows: 4 chains for one token, 8 for
+// two, 6 and 8 for three and four (AVX2 has 16 vector registers; the decode needs the rest).
+template <DType T>
+void lanes_rows(const uint8_t* w, int64_t row_bytes, int64_t nrows, const float* const* x, int ntok, int64_t n,
+                float* lanes) {
+  const auto tiles = [&](auto tile, int nw_max) {
+    for (int64_t r = 0; r < nrows; r += nw_max) {
+      const int nw = static_cast<int>(nrows - r < nw_max ? nrows - r : nw_max);
+      tile(w + r * row_bytes, row_bytes, nw, x, n, lanes + r * ntok * 8);
+    }
+  };
+  switch (ntok) {
+    case 1: tiles(lanes_tile<T, 4, 1>, 4); break;
+    case 2: tiles(lanes_tile<T, 4, 2>, 4); break;
+    case 3: tiles(lanes_tile<T, 2, 3>, 2); break;
+    default: tiles(lanes_tile<T, 2, 4>, 2); break;
+  }
+}
+
 }  // namespace
 
 void quant_detail::dequantize_row_avx2(DType t, const uint8_t* p, float* y, int64_t n) {
@@ -141,68 +261,24 @@ void quant_detail::dequantize_row_avx2(DType t, const uint8_t* p, float* y, int6
       for (; i < n; ++i) y[i] = quant_detail::load_bf16_scalar(p + 2 * i);
       return;
     }
-    case DType::Q8_0:
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ8_0Bytes, y += kQK) {
-        const __m256 d = _mm256_set1_ps(load_f16_fast(p));
-        const Block32 q = q8_0_values(p);
-        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(q.v[k], d));
-      }
-      return;
-    case DType::Q4_0:
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ4_0Bytes, y += kQK) {
-        const __m256 d = _mm256_set1_ps(load_f16_fast(p));
-        const Block32 q = q4_values(p + 2, true);
-        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(q.v[k], d));
-      }
-      return;
-    case DType::Q4_1:
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ4_1Bytes, y += kQK) {
-        const __m256 d = _mm256_set1_ps(load_f16_fast(p));
-        const __m256 m = _mm256_set1_ps(load_f16_fast(p + 2));
-        const Block32 q = q4_values(p + 4, false);
-        for (int k = 0; k < 4; ++k)
-          _mm256_storeu_ps(y + 8 * k, _mm256_add_ps(_mm256_mul_ps(q.v[k], d), m));
-      }
-      return;
-    case DType::Q4_K:
-      for (int64_t b = 0; b < n / kQKK; ++b, p += kQ4_KBytes) {
-        float ds[8], dm[8];
-        quant_detail::q4k_block_factors(p, load_f16_fast(p), load_f16_fast(p + 2), ds, dm);
-        const uint8_t* qs = p + 16;
-        for (int j = 0; j < 4; ++j, qs += 32) {
-          Block32 q[2];
-          q4k_chunk(qs, &q[0], &q[1]);
-          for (int s = 0; s < 2; ++s, y += 32) {
-            const __m256 d = _mm256_set1_ps(ds[2 * j + s]);
-            const __m256 m = _mm256_set1_ps(dm[2 * j + s]);
-            for (int k = 0; k < 4; ++k)
-              _mm256_storeu_ps(y + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d, q[s].v[k]), m));
-          }
-        }
-      }
-      return;
-    case DType::Q6_K:
-      for (int64_t b = 0; b < n / kQKK; ++b, p += kQ6_KBytes) {
-        const float d = load_f16_fast(p + 208);
-        const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
-        for (int h = 0; h < 2; ++h, y += 128) {
-          __m256i g[4];
-          q6k_groups(p + 64 * h, p + 128 + 32 * h, g);
-          for (int gi = 0; gi < 4; ++gi) {
-            const __m128i a = _mm256_castsi256_si128(g[gi]);
-            const __m128i c = _mm256_extracti128_si256(g[gi], 1);
-            const __m256 d0 = _mm256_set1_ps(d * static_cast<float>(sc[8 * h + 2 * gi]));
-            const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(sc[8 * h + 2 * gi + 1]));
-            float* o = y + 32 * gi;
-            _mm256_storeu_ps(o, _mm256_mul_ps(d0, i8x8_to_ps(a)));
-            _mm256_storeu_ps(o + 8, _mm256_mul_ps(d0, i8x8_to_ps(hi64(a))));
-            _mm256_storeu_ps(o + 16, _mm256_mul_ps(d1, i8x8_to_ps(c)));
-            _mm256_storeu_ps(o + 24, _mm256_mul_ps(d1, i8x8_to_ps(hi64(c))));
-          }
-        }
-      }
-      return;
+    case DType::Q8_0: return dequantize_blocks<DType::Q8_0>(p, y, n);
+    case DType::Q4_0: return dequantize_blocks<DType::Q4_0>(p, y, n);
+    case DType::Q4_1: return dequantize_blocks<DType::Q4_1>(p, y, n);
+    case DType::Q4_K: return dequantize_blocks<DType::Q4_K>(p, y, n);
+    case DType::Q6_K: return dequantize_blocks<DType::Q6_K>(p, y, n);
     default: quant_detail::dequantize_row_scalar(t, p, y, n);  // F32: a copy
+  }
+}
+
+bool quant_detail::dot_lanes8_avx2(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const float* const* x,
+                                   int ntok, int64_t n, float* lanes) {
+  switch (t) {
+    case DType::Q8_0: lanes_rows<DType::Q8_0>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::Q4_0: lanes_rows<DType::Q4_0>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::Q4_1: lanes_rows<DType::Q4_1>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::Q4_K: lanes_rows<DType::Q4_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::Q6_K: lanes_rows<DType::Q6_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    default: return false;
   }
 }
 
@@ -355,6 +431,9 @@ void quant_detail::dequantize_row_avx2(DType t, const uint8_t* p, float* y, int6
 }
 float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int64_t n) {
   return dot_row_scalar(t, p, x, n);
+}
+bool quant_detail::dot_lanes8_avx2(DType, const uint8_t*, int64_t, int64_t, const float* const*, int, int64_t, float*) {
+  return false;
 }
 }  // namespace medtune
 #endif

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/quant.h"
 #include "ops/linear.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -25,8 +26,11 @@ namespace medtune::ops {
 namespace {
 
 constexpr int64_t kLanes = 8;
-constexpr int64_t kRowBlock = 16;   // weight rows dequantized at a time, per thread (16 x K floats)
+constexpr int64_t kRowBlock = 16;  // weight rows dequantized at a time, per thread (16 x K floats)
 constexpr int64_t kTokenBlock = 64; // rows of x multiplied with one dequantized block (kept in L2)
+// Tokens up to which quantized rows are decoded in registers for every 4 tokens rather than once
+// into a buffer for up to 64 (forward_decoded_in_registers).
+constexpr int64_t kRegisterDecodeMaxTokens = 16;
 
 float reduce_lanes(const float* a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
 
@@ -35,38 +39,68 @@ void tail(float* acc, const float* w, const float* x, int64_t k0, int64_t K) {
   for (int64_t k = k0; k < K; ++k) acc[k - k0] = std::fma(w[k], x[k], acc[k - k0]);
 }
 
-// out[j * wstride + i * out_stride] = dot(w_j, x_i) for `nw` (1..2) weight rows w_j (stride K)
-// and `m` (1..4) rows x_i (stride K), each element in the fixed order above: up to 8 independent
-// accumulators, so that a loaded weight vector serves 4 tokens and a loaded x vector 2 rows.
-template <int m>
+// out[j + i * out_stride] = dot(w_j, x_i) for `nw` (1..NW) weight rows w_j (stride K) and M rows
+// x_i, each element in the fixed order above. One accumulator per (row, token) is one dependency
+// chain of K/8 FMAs, so a tile needs about 8 of them to keep both FMA pipes busy: NW x M is 8 x 1
+// for a single token (decode), 4 x 2, 2 x 3 and 2 x 4 for more. A loaded weight vector serves M
+// tokens and a loaded x vector NW rows.
+template <int NW, int M>
 void dot_tile(float* out, int64_t out_stride, const float* w, int nw, const float* const* x, int64_t K) {
   const int64_t K8 = K / kLanes * kLanes;
-  alignas(32) float acc[2][4][kLanes] = {};
+  alignas(32) float acc[NW][M][kLanes] = {};
+  const float* wr[NW];
+  for (int j = 0; j < NW; ++j) wr[j] = w + std::min(j, nw - 1) * K;  // rows past nw: computed, not stored
 #if defined(__AVX2__) && defined(__FMA__)
-  __m256 a[2][4];
+  __m256 a[NW][M];
   for (auto& row : a)
     for (auto& v : row) v = _mm256_setzero_ps();
-  const float* w1 = nw > 1 ? w + K : w;
   for (int64_t k = 0; k < K8; k += kLanes) {
-    const __m256 w0v = _mm256_loadu_ps(w + k), w1v = _mm256_loadu_ps(w1 + k);
-    for (int i = 0; i < m; ++i) {  // m is a constant: unrolled
-      const __m256 xv = _mm256_loadu_ps(x[i] + k);
-      a[0][i] = _mm256_fmadd_ps(w0v, xv, a[0][i]);
-      a[1][i] = _mm256_fmadd_ps(w1v, xv, a[1][i]);
+    // Unrolled (M and NW are constants), so that the accumulators stay in registers.
+    if constexpr (M == 1) {
+      const __m256 xv = _mm256_loadu_ps(x[0] + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < NW; ++j) a[j][0] = _mm256_fmadd_ps(_mm256_loadu_ps(wr[j] + k), xv, a[j][0]);
+    } else {
+      __m256 wv[NW];
+#pragma GCC unroll 8
+      for (int j = 0; j < NW; ++j) wv[j] = _mm256_loadu_ps(wr[j] + k);
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) {
+        const __m256 xv = _mm256_loadu_ps(x[i] + k);
+#pragma GCC unroll 8
+        for (int j = 0; j < NW; ++j) a[j][i] = _mm256_fmadd_ps(wv[j], xv, a[j][i]);
+      }
     }
   }
-  for (int j = 0; j < 2; ++j)
-    for (int i = 0; i < 4; ++i) _mm256_store_ps(acc[j][i], a[j][i]);
+  for (int j = 0; j < NW; ++j)
+    for (int i = 0; i < M; ++i) _mm256_store_ps(acc[j][i], a[j][i]);
 #else
-  for (int j = 0; j < nw; ++j)
-    for (int i = 0; i < m; ++i)
-      for (int64_t k = 0; k < K8; ++k) acc[j][i][k % kLanes] = std::fma(w[j * K + k], x[i][k], acc[j][i][k % kLanes]);
+  for (int j = 0; j < NW; ++j)
+    for (int i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K8; ++k) acc[j][i][k % kLanes] = std::fma(wr[j][k], x[i][k], acc[j][i][k % kLanes]);
 #endif
   for (int j = 0; j < nw; ++j)
-    for (int i = 0; i < m; ++i) {
-      tail(acc[j][i], w + j * K, x[i], K8, K);
+    for (int i = 0; i < M; ++i) {
+      tail(acc[j][i], wr[j], x[i], K8, K);
       out[j + i * out_stride] = reduce_lanes(acc[j][i]);
     }
+}
+
+// The tile's rows for M tokens (see dot_tile).
+template <int M>
+constexpr int tile_rows() {
+  return M == 1 ? 8 : M == 2 ? 4 : 2;
+}
+
+// All rows [r0, r1) against tokens x[0..M) (M known at compile time).
+template <int M>
+void rows_times_tokens(float* y, int64_t ldy, const float* wrows, int64_t r0, int64_t r1, const float* const* xs,
+                       int64_t K) {
+  constexpr int NW = tile_rows<M>();
+  for (int64_t r = r0; r < r1; r += NW) {
+    const int nw = static_cast<int>(std::min<int64_t>(NW, r1 - r));
+    dot_tile<NW, M>(y + r, ldy, wrows + (r - r0) * K, nw, xs, K);
+  }
 }
 
 // y[n, r] = dot(W_r, x_n) for n in [n0, n1), r in [r0, r1); W rows in `wrows` ((r1 - r0), K).
@@ -76,23 +110,46 @@ void block(float* y, int64_t ldy, const float* x, const float* wrows, int64_t n0
     const int m = static_cast<int>(std::min<int64_t>(4, n1 - n));
     const float* xs[4] = {};
     for (int i = 0; i < m; ++i) xs[i] = x + (n + i) * K;
-    for (int64_t r = r0; r < r1; r += 2) {
-      float* out = y + n * ldy + r;
-      const float* w = wrows + (r - r0) * K;
-      const int nw = static_cast<int>(std::min<int64_t>(2, r1 - r));
-      switch (m) {
-        case 1: dot_tile<1>(out, ldy, w, nw, xs, K); break;
-        case 2: dot_tile<2>(out, ldy, w, nw, xs, K); break;
-        case 3: dot_tile<3>(out, ldy, w, nw, xs, K); break;
-        default: dot_tile<4>(out, ldy, w, nw, xs, K); break;
-      }
+    float* yn = y + n * ldy;
+    switch (m) {
+      case 1: rows_times_tokens<1>(yn, ldy, wrows, r0, r1, xs, K); break;
+      case 2: rows_times_tokens<2>(yn, ldy, wrows, r0, r1, xs, K); break;
+      case 3: rows_times_tokens<3>(yn, ldy, wrows, r0, r1, xs, K); break;
+      default: rows_times_tokens<4>(yn, ldy, wrows, r0, r1, xs, K); break;
     }
   }
 }
 
-}  // namespace
+// Few tokens (a decode step, of one request or of a batch of them) against a quantized W: the
+// weight rows are decoded in registers (core/quant.h dot_lanes8) instead of into the row buffer,
+// with the same values in the same lane order, hence the same results as block(); what it saves
+// is writing and re-reading the fp32 rows, which at N = 1 cost as much as the products. Returns
+// false where dot_lanes8 has no kernel for W's dtype on this CPU.
+bool forward_decoded_in_registers(float* y, const float* x, const StoredMatrix& w, int64_t N) {
+  const int64_t K = w.cols, R = w.rows;
+  const float* probe[1] = {x};
+  if (N > kRegisterDecodeMaxTokens || !dot_lanes8(w.dtype, w.data, w.row_bytes(), 0, probe, 1, K, nullptr))
+    return false;
+  const int64_t blocks = (R + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t r0 = b * kRowBlock, r1 = std::min(R, r0 + kRowBlock);
+    for (int64_t n = 0; n < N; n += 4) {
+      const int m = static_cast<int>(std::min<int64_t>(4, N - n));
+      const float* xs[4] = {};
+      for (int i = 0; i < m; ++i) xs[i] = x + (n + i) * K;
+      alignas(32) float lanes[kRowBlock * 4 * kLanes];  // (rows, m, 8)
+      dot_lanes8(w.dtype, w.row(r0), w.row_bytes(), r1 - r0, xs, m, K, lanes);
+      for (int64_t j = 0; j < r1 - r0; ++j)
+        for (int i = 0; i < m; ++i) y[(n + i) * R + r0 + j] = reduce_lanes(lanes + (j * m + i) * kLanes);
+    }
+  }
+  return true;
+}
 
-void linear_forward_batch_invariant(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N) {
+// Any N, any dtype: kRowBlock weight rows dequantized into a per-thread buffer at a time (F32 rows
+// are read in place), then multiplied with up to kTokenBlock tokens.
+void forward_buffered(float* y, const float* x, const StoredMatrix& w, int64_t N) {
   const int64_t K = w.cols, R = w.rows;
   const int64_t blocks = (R + kRowBlock - 1) / kRowBlock;
 #pragma omp parallel
@@ -113,9 +170,15 @@ void linear_forward_batch_invariant(float* y, const float* x, const StoredMatrix
       }
     }
   }
+}
+
+}  // namespace
+
+void linear_forward_batch_invariant(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N) {
+  if (!forward_decoded_in_registers(y, x, w, N)) forward_buffered(y, x, w, N);
   if (bias != nullptr)
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t r = 0; r < R; ++r) y[n * R + r] += bias[r];
+      for (int64_t r = 0; r < w.rows; ++r) y[n * w.rows + r] += bias[r];
 }
 
 void gemm_batch_invariant(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
