@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "serve/auth.h"
 #include "serve/chat_page.h"
+#include "serve/peer_socket.h"
 
 namespace medtune::serve {
 
@@ -208,7 +209,9 @@ void HttpServer::routes() {
         const PreparedRequest p = decode(req.body);
         res.set_header("X-Medtune-Provenance", service_.fingerprint(p));
         if (!p.sampling.stream) {
-          send_json(res, 200, service_.run(p, [] { return true; }));
+          // Nothing is written until the answer is whole, so a hang-up shows only on the socket.
+          const PeerSocket peer = PeerSocket::find(req.local_port, req.remote_addr, req.remote_port);
+          send_json(res, 200, service_.run(p, [&peer] { return peer.client_connected(); }));
           return;
         }
         engine_.check_room();  // a full queue is a 503 before the stream's 200 headers go out

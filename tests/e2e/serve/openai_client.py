@@ -10,7 +10,8 @@ argv: BASE_URL API_KEY BASE_MODEL RUN_ID GENERATE_BASE_JSON GENERATE_TUNED_JSON
   - the adapter's provenance (system_fingerprint, header) is its training run's identity;
   - concurrent base and adapter requests each get their own model's answer (no adapter leaks);
   - errors: 401, 404 unknown model, 400 for invalid fields and over-long prompts;
-  - a client that drops a stream frees the engine (the next request runs).
+  - a client that drops a stream frees the engine (the next request runs); one that hangs up on a
+    non-streamed request gets its job cancelled (status 499, fewer tokens than asked).
 """
 import concurrent.futures
 import json
@@ -189,4 +190,28 @@ check("medtune_requests_running 0" in m, "a dropped stream kept running")
 check(predicted() - before < 200, f"a dropped stream ran to max_tokens ({predicted() - before} tokens)")
 r = client.chat.completions.create(model=base_model, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
 check(r.usage.completion_tokens >= 1, "the request after a dropped stream")
+
+
+# A client that hangs up on a non-streamed request (nothing is written before the answer is whole):
+# the server sees the closed socket, cancels the job and records status 499.
+def status_count(route, status):
+    for line in get_text("/metrics").splitlines():
+        if line.startswith(f'medtune_requests_total{{route="{route}",status="{status}"}} '):
+            return int(float(line.split()[1]))
+    return 0
+before, closed_before = predicted(), status_count("/v1/completions", 499)
+conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+conn.request("POST", "/v1/completions", body=json.dumps({"model": base_model, "prompt": "Once", "max_tokens": 240,
+                                                          "n": 4, "temperature": 0}),
+             headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+conn.sock.close()
+conn.close()
+deadline = time.time() + 30
+while time.time() < deadline and status_count("/v1/completions", 499) == closed_before:
+    time.sleep(0.05)
+check(status_count("/v1/completions", 499) == closed_before + 1, "a hung-up non-streamed request was not cancelled")
+while time.time() < deadline and "medtune_requests_running 0" not in get_text("/metrics"):
+    time.sleep(0.05)
+check(predicted() - before < 4 * 240, f"a hung-up request ran to max_tokens ({predicted() - before} of {4 * 240} tokens)")
+
 print("openai client checks: ok")
