@@ -1,6 +1,8 @@
 #include "serve/service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <random>
 
@@ -128,9 +130,7 @@ PreparedRequest Service::prepare(const CompletionRequest& r) const {
 
 std::string Service::piece(int32_t id) const { return tok_.decode({id}, /*skip_special=*/false); }
 
-Service::Choice Service::run_choice(
-    const PreparedRequest& p, size_t prompt_index, int64_t index,
-    const std::function<bool(const std::string&, const TokenLogprob*)>& on_delta) const {
+std::shared_ptr<Job> Service::start_choice(const PreparedRequest& p, size_t prompt_index, int64_t index) const {
   JobSpec spec;
   spec.adapter = p.adapter;
   spec.prompt = p.prompts[prompt_index];
@@ -145,17 +145,23 @@ Service::Choice Service::run_choice(
   spec.deadline = p.deadline;
   auto job = std::make_shared<Job>(std::move(spec));
   engine_.submit(job);
+  return job;
+}
+
+Service::Choice Service::collect_choice(
+    const PreparedRequest& p, size_t prompt_index, Job& job,
+    const std::function<bool(const std::string&, const TokenLogprob*)>& on_delta) const {
   Choice c;
   TextStream text(tok_, p.sampling.stop);
   bool cancelled = false;
   Job::Event ev;
-  while (job->next(ev)) {
+  while (job.next(ev)) {
     if (ev.kind == Job::Event::kPrompt) {
       c.prompt = std::move(ev.prompt);
     } else if (ev.kind == Job::Event::kToken) {
       if (cancelled) continue;  // tokens computed before the engine saw the cancel
       ++c.completion_tokens;
-      if (c.completion_tokens == 1) metrics_.time_to_first_token(job->first_token_seconds);
+      if (c.completion_tokens == 1) metrics_.time_to_first_token(job.first_token_seconds);
       const std::string delta = text.push(ev.token.id);
       const TokenLogprob* lp = nullptr;
       if (p.top_logprobs >= 0) {
@@ -165,12 +171,12 @@ Service::Choice Service::run_choice(
       c.text += delta;
       if (text.stopped()) c.finish_reason = "stop";
       if ((!delta.empty() || lp) && !on_delta(delta, lp)) {
-        job->cancel();
+        job.cancel();
         cancelled = true;
         c.finish_reason = "cancelled";
       }
       if (text.stopped() && !cancelled) {
-        job->cancel();
+        job.cancel();
         cancelled = true;
       }
     } else {  // kEnd
@@ -252,14 +258,41 @@ std::string Service::fingerprint(const PreparedRequest& p) const {
   return "adapter:" + p.adapter->adapter_sha256;
 }
 
+void Service::for_each_choice(const PreparedRequest& p, const std::function<bool(size_t, int64_t, Job&)>& each) const {
+  const int64_t n = p.sampling.n, total = static_cast<int64_t>(p.prompts.size()) * n;
+  const int64_t window = std::max<int64_t>(1, engine_.parallel());
+  std::deque<std::shared_ptr<Job>> ahead;  // submitted, in index order
+  int64_t next = 0;                        // the first choice not yet submitted
+  struct CancelAhead {  // however this ends (done, stopped, thrown), no job is left running for nobody
+    std::deque<std::shared_ptr<Job>>& jobs;
+    ~CancelAhead() {
+      for (auto& j : jobs) j->cancel();
+    }
+  } cancel_ahead{ahead};
+  for (int64_t k = 0; k < total; ++k) {
+    while (next < total && static_cast<int64_t>(ahead.size()) < window) {
+      try {
+        ahead.push_back(start_choice(p, static_cast<size_t>(next / n), next % n));
+        ++next;
+      } catch (const ApiError& e) {
+        // The queue is full: go on with the jobs already in it, and submit the rest as they end.
+        if (e.status() != 503 || ahead.empty()) throw;
+        break;
+      }
+    }
+    const std::shared_ptr<Job> job = std::move(ahead.front());
+    ahead.pop_front();
+    if (!each(static_cast<size_t>(k / n), k % n, *job)) return;
+  }
+}
+
 json Service::run(const PreparedRequest& p, const std::function<bool()>& alive) const {
   json choices = json::array();
   int64_t prompt_tokens = 0, completion_tokens = 0;
-  for (size_t pi = 0; pi < p.prompts.size(); ++pi) {
-    prompt_tokens += static_cast<int64_t>(p.prompts[pi].size());
-    for (int64_t i = 0; i < p.sampling.n; ++i) {
+  for (const auto& prompt : p.prompts) prompt_tokens += static_cast<int64_t>(prompt.size());
+  for_each_choice(p, [&](size_t pi, int64_t i, Job& job) {
       const int64_t index = static_cast<int64_t>(pi) * p.sampling.n + i;
-      Choice c = run_choice(p, pi, i, [&](const std::string&, const TokenLogprob*) { return alive(); });
+      Choice c = collect_choice(p, pi, job, [&](const std::string&, const TokenLogprob*) { return alive(); });
       completion_tokens += c.completion_tokens;
       if (c.finish_reason == "cancelled") throw ApiError(499, "client_closed_request", "the client closed the connection");
       json choice = {{"index", index}, {"finish_reason", c.finish_reason}};
@@ -278,8 +311,8 @@ json Service::run(const PreparedRequest& p, const std::function<bool()>& alive) 
                                                  : json(nullptr);
       }
       choices.push_back(std::move(choice));
-    }
-  }
+      return true;
+  });
   return {{"id", p.id},
           {"object", p.chat ? "chat.completion" : "text_completion"},
           {"created", p.created},
@@ -306,21 +339,22 @@ void Service::stream(const PreparedRequest& p, const std::function<bool(std::str
     return write("data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
   };
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (const auto& prompt : p.prompts) prompt_tokens += static_cast<int64_t>(prompt.size());
   try {
-    for (size_t pi = 0; pi < p.prompts.size(); ++pi) {
-      prompt_tokens += static_cast<int64_t>(p.prompts[pi].size());
-      for (int64_t i = 0; i < p.sampling.n; ++i) {
+    // Choices are sent one after another, each whole; the ones after it already run in the engine.
+    bool gone = false;
+    for_each_choice(p, [&](size_t pi, int64_t i, Job& job) {
         const int64_t index = static_cast<int64_t>(pi) * p.sampling.n + i;
         if (p.chat) {
           // The first chunk of a choice carries the role, as OpenAI's.
           json delta = {{"role", "assistant"}, {"content", ""}};
           if (!send(chunk(json::array({{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}))))
-            return;
+            return !(gone = true);
         } else if (p.echo) {
           json c = {{"index", index}, {"text", text_json(tok_.decode(p.prompts[pi], false))}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-          if (!send(chunk(json::array({c})))) return;
+          if (!send(chunk(json::array({c})))) return !(gone = true);
         }
-        Choice c = run_choice(p, pi, i, [&](const std::string& delta, const TokenLogprob* lp) {
+        Choice c = collect_choice(p, pi, job, [&](const std::string& delta, const TokenLogprob* lp) {
           json choice = {{"index", index}, {"finish_reason", nullptr}};
           if (p.chat) {
             choice["delta"] = {{"content", text_json(delta)}};
@@ -337,13 +371,13 @@ void Service::stream(const PreparedRequest& p, const std::function<bool(std::str
           return send(chunk(json::array({choice})));
         });
         completion_tokens += c.completion_tokens;
-        if (c.finish_reason == "cancelled") return;  // the client is gone: nothing more to write
+        if (c.finish_reason == "cancelled") return !(gone = true);  // the client is gone: nothing more to write
         json last = {{"index", index}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
         if (p.chat) last["delta"] = json::object();
         else last["text"] = "";
-        if (!send(chunk(json::array({last})))) return;
-      }
-    }
+        return !(gone = !send(chunk(json::array({last}))));
+    });
+    if (gone) return;
   } catch (const ApiError& e) {
     send(e.body());
     write("data: [DONE]\n\n");

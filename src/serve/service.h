@@ -83,10 +83,17 @@ class Service {
 
  private:
   struct Choice;
-  // Runs choice `index` of prompt `prompt_index`; `on_delta(text, token)` is called for each piece
-  // of text shown (token: its log-prob entry, or null) and returns false to cancel.
-  Choice run_choice(const PreparedRequest& p, size_t prompt_index, int64_t index,
-                    const std::function<bool(const std::string&, const TokenLogprob*)>& on_delta) const;
+  // Submits choice `index` of prompt `prompt_index` to the engine (throws ApiError 503 when full).
+  std::shared_ptr<Job> start_choice(const PreparedRequest& p, size_t prompt_index, int64_t index) const;
+  // Reads that job to its end; `on_delta(text, token)` is called for each piece of text shown
+  // (token: its log-prob entry, or null) and returns false to cancel.
+  Choice collect_choice(const PreparedRequest& p, size_t prompt_index, Job& job,
+                        const std::function<bool(const std::string&, const TokenLogprob*)>& on_delta) const;
+  // Calls each(prompt_index, i, job) for every choice in index order (prompt-major, then the n
+  // choices), with up to --parallel of the request's jobs in the engine at once, so that a
+  // request's choices share forward passes as concurrent requests do (same tokens: the engine is
+  // batch-invariant). each returns false to stop; jobs not read by then are cancelled.
+  void for_each_choice(const PreparedRequest& p, const std::function<bool(size_t, int64_t, Job&)>& each) const;
   std::shared_ptr<const Adapter> resolve_model(const std::string& name) const;
   void finish_prepare(PreparedRequest& out, const std::string& param) const;
   nlohmann::json chat_logprob_entry(const TokenLogprob& t) const;

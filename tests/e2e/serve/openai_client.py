@@ -11,7 +11,8 @@ argv: BASE_URL API_KEY BASE_MODEL RUN_ID GENERATE_BASE_JSON GENERATE_TUNED_JSON
   - concurrent base and adapter requests each get their own model's answer (no adapter leaks);
   - errors: 401, 404 unknown model, 400 for invalid fields and over-long prompts;
   - a client that drops a stream frees the engine (the next request runs); one that hangs up on a
-    non-streamed request gets its job cancelled (status 499, fewer tokens than asked).
+    non-streamed request gets its job cancelled (status 499, fewer tokens than asked);
+  - greedy n choices (run together in the engine) each equal the answer alone.
 """
 import concurrent.futures
 import json
@@ -214,4 +215,10 @@ while time.time() < deadline and "medtune_requests_running 0" not in get_text("/
     time.sleep(0.05)
 check(predicted() - before < 4 * 240, f"a hung-up request ran to max_tokens ({predicted() - before} of {4 * 240} tokens)")
 
+# n choices run together (up to --parallel at once) and, greedy, are each the request's answer alone:
+# the engine's batch-invariant kernels make batching invisible.
+alone = client.completions.create(model="tuned", prompt="The patient", max_tokens=10, temperature=0).choices[0].text
+r = client.completions.create(model="tuned", prompt="The patient", max_tokens=10, temperature=0, n=4)
+check([c.index for c in r.choices] == list(range(4)), f"n=4 indices {[c.index for c in r.choices]}")
+check(all(c.text == alone for c in r.choices), f"greedy n=4 {[c.text for c in r.choices]} != alone {alone!r}")
 print("openai client checks: ok")
