@@ -9,16 +9,14 @@
 # medtune eval with the prompt's KV cache shared by the options, the server one pass per option:
 # the sums differ only in order (~1e-6 measured).
 # Model: MEDTUNE_SMOLLM2_GGUF (the real model); questions: the first MEDTUNE_SERVE_LM_EVAL_N
-# (default 20) of MEDTUNE_MEDQA_DEV, else the project's own sample questions. Needs lm-eval in the
-# Python named by MEDTUNE_LM_EVAL_PYTHON (exit 77, skip, without it, as tests/e2e/lm_eval_tasks.sh).
+# (default 20) of MEDTUNE_MEDQA_DEV, else the project's own sample questions. lm-eval: the Python
+# named by MEDTUNE_LM_EVAL_PYTHON, else lm-eval 0.4.13 installed into <build>/venv-lm-eval.
 set -euo pipefail
 MEDTUNE=${1:?usage: serve_lm_eval.sh MEDTUNE_BIN [PARITY_BIN]}
 TOL=${MEDTUNE_LM_EVAL_TOL:-1e-4}
 N=${MEDTUNE_SERVE_LM_EVAL_N:-20}
 PY=${MEDTUNE_LM_EVAL_PYTHON:-}
 MODEL=${MEDTUNE_SMOLLM2_GGUF:-}
-[ -n "$PY" ] || { echo "skip: set MEDTUNE_LM_EVAL_PYTHON to a python with lm-eval (pip install lm-eval)"; exit 77; }
-"$PY" -c "import lm_eval" 2>/dev/null || { echo "skip: $PY cannot import lm_eval"; exit 77; }
 [ -n "$MODEL" ] && [ -f "$MODEL" ] || { echo "skip: MEDTUNE_SMOLLM2_GGUF is not set to the bundled model"; exit 77; }
 BUILD=$(cd "$(dirname "$MEDTUNE")" && pwd)
 TMP=$(mktemp -d)
@@ -30,6 +28,14 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 . tests/support/serve.sh
+. tests/support/pinned_venv.sh
+# Without MEDTUNE_LM_EVAL_PYTHON, lm-eval is installed (pinned; its core needs no torch, ~1 min)
+# into a venv beside the build, so that CI runs this test (skip, 77, only where PyPI is unreachable).
+if [ -z "$PY" ]; then
+  pinned_venv "$BUILD/venv-lm-eval" lm_eval "lm-eval==0.4.13"
+  PY="$BUILD/venv-lm-eval/bin/python"
+fi
+"$PY" -c "import lm_eval" 2>/dev/null || { echo "skip: $PY cannot import lm_eval"; exit 77; }
 export OMP_WAIT_POLICY=passive
 # lm-eval's API models need its [api] extra; tenacity is the part a plain `pip install lm-eval`
 # lacks. Installed beside the build (never into that Python's environment) and put on PYTHONPATH.
