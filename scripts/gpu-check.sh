@@ -23,6 +23,8 @@
 #                   bf16 reported (random SmolLM2-shaped weights, or the real SmolLM2 when present)
 #   5 eval          the fictional test questions scored on the CPU and on the GPU: the same
 #                   predictions at fp32 and the largest |Δ log-likelihood|; bf16's agreement reported
+#   5b serve        medtune serve --device gpu: a greedy completion equals generate --device gpu;
+#                   4 concurrent requests against their answers alone (reported)
 #   6 default       the embedded default trained and evaluated on the GPU (real SmolLM2 only):
 #                   test accuracy >= 90%, as on the CPU (docs/training.md)
 #   7 memory        200 training steps on the GPU: the backend's peak bytes after step 5 and after
@@ -207,6 +209,53 @@ EOF
 else
   record eval FAILED $(( $(date +%s) - t )) "exit $rc: eval-*.log"
 fi
+
+echo "== 5b serve: medtune serve --device gpu against generate --device gpu"
+t=$(date +%s)
+# Issue 15's server on the GPU backend: a greedy completion equals `generate` on the same device
+# (fp32), and 4 concurrent requests (one forward pass per step, 4 slots) are each compared with
+# their answer alone: reported, not failed, because cuBLAS is not known to be batch-invariant
+# (docs/decisions/batch-invariant-serving.md).
+rc=0
+timeout 60 "$MT" generate "$model" -p "The patient was given" -n 16 --device gpu --precision fp32 --json -q \
+  > "$out/serve-generate.json" 2> "$out/serve-generate.err" || rc=$?
+"$MT" serve "$model" --device gpu --precision fp32 --host 127.0.0.1 --port 0 --parallel 4 -c 2048 --alias m \
+  > "$out/serve.log" 2>&1 &
+serve_pid=$!
+port=""
+for _ in $(seq 1 600); do
+  port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/serve.log" | head -n 1)
+  if [ -n "$port" ] || ! kill -0 "$serve_pid" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+if [ "$rc" = 0 ] && [ -n "$port" ]; then
+  cmp=$(timeout 120 python3 - "$port" "$out/serve-generate.json" <<'EOF' || echo '{"error": "the client failed"}'
+import concurrent.futures, json, sys, urllib.request
+port, gen = sys.argv[1], json.load(open(sys.argv[2]))
+def complete(prompt):
+    body = {"model": "m", "prompt": prompt, "max_tokens": 16, "temperature": 0}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["text"]
+prompts = ["The patient was given", "Metformin lowers", "First-line therapy for", "The most common cause of"]
+alone = [complete(p) for p in prompts]
+with concurrent.futures.ThreadPoolExecutor(4) as ex:
+    together = list(ex.map(complete, prompts))
+print(json.dumps({"equals_generate": alone[0] == gen["text"], "requests": len(prompts),
+                  "batched_equal_alone": sum(a == b for a, b in zip(alone, together))}))
+EOF
+)
+  result serve "$cmp"
+  if python3 -c "import json, sys; sys.exit(0 if json.loads('''$cmp''').get('equals_generate') else 1)"; then
+    record serve ok $(( $(date +%s) - t )) "$cmp"
+  else
+    record serve FAILED $(( $(date +%s) - t )) "$cmp; serve.log"
+  fi
+else
+  record serve FAILED $(( $(date +%s) - t )) "generate exit $rc or no port: serve-generate.err, serve.log"
+fi
+kill "$serve_pid" 2>/dev/null || true
+wait "$serve_pid" 2>/dev/null || true
 
 echo "== 6 the embedded default on the GPU"
 t=$(date +%s)
