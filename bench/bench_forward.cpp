@@ -3,7 +3,8 @@
 // KV cache. Prints one JSON object with medians over repeats.
 //
 //   bench_forward MODEL [--prompt-tokens 512] [--decode-tokens 64] [--repeats 5] [--threads N]
-//                 [--device cpu|gpu|gpu:N] [--precision fp32|bf16|auto]
+//                 [--device cpu|gpu|gpu:N] [--precision fp32|bf16|auto] [--batch-invariant 1]
+// --batch-invariant 1: the server's kernels at --parallel > 1 (backend::batch_invariant).
 #include <omp.h>
 
 #include <algorithm>
@@ -28,13 +29,14 @@ using medtune::bench::seconds_since;
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: bench_forward MODEL [--prompt-tokens P] [--decode-tokens D] [--repeats R] [--threads N] "
-                 "[--device D] [--precision P]\n";
+                 "[--device D] [--precision P] [--batch-invariant 1]\n";
     return 2;
   }
   std::string path = argv[1];
   int64_t P = 512, D = 64, R = 5;
   int threads = 0;
   std::string device = "cpu", precision = "auto";
+  bool invariant = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--device" || k == "--precision") {
@@ -46,12 +48,14 @@ int main(int argc, char** argv) {
     else if (k == "--decode-tokens") D = v;
     else if (k == "--repeats") R = v;
     else if (k == "--threads") threads = static_cast<int>(v);
+    else if (k == "--batch-invariant") invariant = v != 0;
   }
   if (threads > 0) omp_set_num_threads(threads);
 
   const medtune::backend::Device dev = medtune::backend::parse_device(device, "--device");
-  medtune::backend::Backend& be =
+  medtune::backend::Backend& device_be =
       medtune::backend::for_device(dev, medtune::backend::parse_precision(precision, dev, "--precision"));
+  medtune::backend::Backend& be = invariant ? medtune::backend::batch_invariant(device_be) : device_be;
   medtune::model::LlamaModel model(medtune::io::open_checkpoint(path), medtune::model::WeightQuant::kNone, be);
   const auto& c = model.config();
   // A deterministic pseudo-random prompt: the cost of a forward does not depend on the ids.
