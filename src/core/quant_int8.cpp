@@ -86,9 +86,10 @@ void weight_block(DType t, const uint8_t* row, int64_t b, WeightBlock* wb) {
   }
 }
 
-void dot_rows_scalar(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb, int64_t ntok, float* y,
-                     int64_t y_stride) {
-  for (int64_t k = 0; k < ntok; ++k) y[k * y_stride] = dot_scalar(t, w, x + k * nb, nb);
+void dot_rows_scalar(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const BlockQ8* x, int64_t nb,
+                     int64_t ntok, float* y, int64_t y_stride) {
+  for (int64_t r = 0; r < nrows; ++r)
+    for (int64_t k = 0; k < ntok; ++k) y[k * y_stride + r] = dot_scalar(t, w + r * row_bytes, x + k * nb, nb);
 }
 
 int8_detail::DotRowsFn kernel_of(Isa isa) {
@@ -167,22 +168,31 @@ void check_row(DType t, int64_t nb) {
 }
 }  // namespace
 
-void dot_rows_with(Isa isa, DType t, const uint8_t* w, const BlockQ8* x, int64_t nb, int64_t ntok,
-                   float* y, int64_t y_stride) {
+void dot_row_block_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const BlockQ8* x,
+                        int64_t nb, int64_t ntok, float* y, int64_t y_stride) {
   check_row(t, nb);
   if (!cpu_supports(isa)) throw Internal(std::string("int8 dot: this CPU cannot run ") + isa_name(isa));
-  kernel_of(isa)(t, w, x, nb, ntok, y, y_stride);
+  kernel_of(isa)(t, w, row_bytes, nrows, x, nb, ntok, y, y_stride);
+}
+
+void dot_rows_with(Isa isa, DType t, const uint8_t* w, const BlockQ8* x, int64_t nb, int64_t ntok, float* y,
+                   int64_t y_stride) {
+  dot_row_block_with(isa, t, w, 0, 1, x, nb, ntok, y, y_stride);
 }
 
 Isa kernel_isa() {
   return active_isa();
 }
 
-void dot_rows(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb, int64_t ntok, float* y,
-              int64_t y_stride) {
+void dot_row_block(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const BlockQ8* x, int64_t nb,
+                   int64_t ntok, float* y, int64_t y_stride) {
   static const int8_detail::DotRowsFn kernel = kernel_of(kernel_isa());
   check_row(t, nb);
-  kernel(t, w, x, nb, ntok, y, y_stride);
+  kernel(t, w, row_bytes, nrows, x, nb, ntok, y, y_stride);
+}
+
+void dot_rows(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb, int64_t ntok, float* y, int64_t y_stride) {
+  dot_row_block(t, w, 0, 1, x, nb, ntok, y, y_stride);
 }
 
 }  // namespace medtune::int8

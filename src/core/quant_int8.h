@@ -51,11 +51,18 @@ void quantize_activations(const float* x, int64_t n, BlockQ8* out);
 void dot_rows(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nblocks, int64_t ntok,
               float* y, int64_t y_stride);
 
+// Rows r < nrows of W (row r at w + r * row_bytes) against ntok tokens: y[k * y_stride + r], each
+// element exactly dot_rows's (the same operations; one dispatch for all the rows).
+void dot_row_block(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const BlockQ8* x, int64_t nblocks,
+                   int64_t ntok, float* y, int64_t y_stride);
+
 // The scalar reference of dot_rows for one token: the operations above, one at a time.
 float dot_scalar(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nblocks);
 // The same through a chosen kernel path (tests and benchmarks); the CPU must support `isa`.
 void dot_rows_with(Isa isa, DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nblocks,
                    int64_t ntok, float* y, int64_t y_stride);
+void dot_row_block_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const BlockQ8* x,
+                        int64_t nblocks, int64_t ntok, float* y, int64_t y_stride);
 
 // The path dot_rows takes on this CPU (active_isa()).
 Isa kernel_isa();

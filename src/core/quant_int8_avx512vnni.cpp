@@ -1,5 +1,5 @@
 // int8 dot kernels, AVX-512 VNNI with AVX512VL (Intel Cascade Lake+, AMD Zen 4+): vpdpbusd on 256-bit registers, so lanes and order match the AVX2 path exactly.
-// Status: compiled here, NOT executed: the development CPU (AMD Zen 3) has no AVX-512; its results must equal the AVX2 path bit for bit (test_quant_int8 checks that wherever the CPU has it).
+// Status: executed on AMD Zen 4 (sessions 18 and 19): bit for bit the AVX2 path and the scalar reference (test_quant_int8 checks that wherever the CPU has it).
 #include "core/kquant_layout.h"
 #include "core/quant_int8_kernels.h"
 
@@ -19,15 +19,15 @@ inline __m256i dot4(__m256i u, __m256i s) {
 
 }  // namespace
 
-void dot_rows_avx512vnni(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, int64_t ntok,
-                   float* y, int64_t y_stride) {
-  dot_rows_body(t, w, x, nb, ntok, y, y_stride);
+void dot_rows_avx512vnni(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const int8::BlockQ8* x,
+                   int64_t nb, int64_t ntok, float* y, int64_t y_stride) {
+  dot_rows_body(t, w, row_bytes, nrows, x, nb, ntok, y, y_stride);
 }
 
 }  // namespace medtune::int8_detail
 #else
 namespace medtune::int8_detail {
 // Never selected off x86 (cpu_features: scalar only); the symbol must exist.
-void dot_rows_avx512vnni(DType, const uint8_t*, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t) {}
+void dot_rows_avx512vnni(DType, const uint8_t*, int64_t, int64_t, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t) {}
 }  // namespace medtune::int8_detail
 #endif

@@ -19,15 +19,15 @@ inline __m256i dot4(__m256i u, __m256i s) {
 
 }  // namespace
 
-void dot_rows_avxvnni(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, int64_t ntok,
-                   float* y, int64_t y_stride) {
-  dot_rows_body(t, w, x, nb, ntok, y, y_stride);
+void dot_rows_avxvnni(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const int8::BlockQ8* x,
+                   int64_t nb, int64_t ntok, float* y, int64_t y_stride) {
+  dot_rows_body(t, w, row_bytes, nrows, x, nb, ntok, y, y_stride);
 }
 
 }  // namespace medtune::int8_detail
 #else
 namespace medtune::int8_detail {
 // Never selected off x86 (cpu_features: scalar only); the symbol must exist.
-void dot_rows_avxvnni(DType, const uint8_t*, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t) {}
+void dot_rows_avxvnni(DType, const uint8_t*, int64_t, int64_t, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t) {}
 }  // namespace medtune::int8_detail
 #endif

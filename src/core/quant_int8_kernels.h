@@ -9,11 +9,13 @@
 
 namespace medtune::int8_detail {
 
-using DotRowsFn = void (*)(DType t, const uint8_t* w_row, const int8::BlockQ8* x, int64_t nblocks,
-                           int64_t ntok, float* y, int64_t y_stride);
+// Rows r < nrows of W (at w + r * row_bytes) against ntok tokens: y[k * y_stride + r].
+using DotRowsFn = void (*)(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const int8::BlockQ8* x,
+                           int64_t nblocks, int64_t ntok, float* y, int64_t y_stride);
 
-void dot_rows_avx2(DType, const uint8_t*, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t);
-void dot_rows_avxvnni(DType, const uint8_t*, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t);
-void dot_rows_avx512vnni(DType, const uint8_t*, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t);
+void dot_rows_avx2(DType, const uint8_t*, int64_t, int64_t, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t);
+void dot_rows_avxvnni(DType, const uint8_t*, int64_t, int64_t, const int8::BlockQ8*, int64_t, int64_t, float*, int64_t);
+void dot_rows_avx512vnni(DType, const uint8_t*, int64_t, int64_t, const int8::BlockQ8*, int64_t, int64_t, float*,
+                         int64_t);
 
 }  // namespace medtune::int8_detail

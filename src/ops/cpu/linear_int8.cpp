@@ -1,10 +1,15 @@
 // linear_forward on the int8 route (ops/linear.h, core/quant_int8.h).
+#include <algorithm>
 #include <vector>
 
 #include "core/quant_int8.h"
 #include "ops/linear.h"
 
 namespace medtune::ops {
+
+namespace {
+constexpr int64_t kRowsPerCall = 16;  // weight rows per kernel call (its checks and dispatch once)
+}  // namespace
 
 bool int8_path(DType t) { return int8::supports(t); }
 
@@ -18,10 +23,14 @@ void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const 
   int8::BlockQ8* q = xq.data();
 #pragma omp parallel for schedule(static) if (N > 16)
   for (int64_t n = 0; n < N; ++n) int8::quantize_activations(x + n * w.cols, w.cols, q + n * nb);
-  // Threaded over weight rows: each row is read once and dotted with all N tokens (in tiles of 4
-  // tokens inside the kernel), so a weight byte is decoded once per 4 tokens.
+  // Threaded over blocks of weight rows: each row is read once and dotted with all N tokens (in
+  // tiles of 4 tokens inside the kernel), so a weight byte is decoded once per 4 tokens.
+  const int64_t blocks = (w.rows + kRowsPerCall - 1) / kRowsPerCall;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < w.rows; ++r) int8::dot_rows(w.dtype, w.row(r), q, nb, N, y + r, w.rows);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t r0 = b * kRowsPerCall, nrows = std::min(kRowsPerCall, w.rows - r0);
+    int8::dot_row_block(w.dtype, w.row(r0), w.row_bytes(), nrows, q, nb, N, y + r0, w.rows);
+  }
   if (bias != nullptr)
     for (int64_t n = 0; n < N; ++n)
       for (int64_t r = 0; r < w.rows; ++r) y[n * w.rows + r] += bias[r];

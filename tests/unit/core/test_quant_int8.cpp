@@ -186,6 +186,36 @@ TEST_P(Int8Dot, EveryPathMatchesScalarReferenceBitForBit) {
   }
 }
 
+// dot_row_block (several rows per call; the tokens after the last 4-token tile through the
+// one-token kernels of Q8_0/Q4_0/Q4_1) gives every element the scalar reference's bits, and writes
+// nothing past its rows, for 1..11 rows and 1..6 tokens on every path this CPU runs.
+TEST_P(Int8Dot, RowBlocksMatchScalarReferenceBitForBit) {
+  const DType t = GetParam();
+  constexpr int kRows = 11, kTok = 6;
+  const std::vector<uint8_t> w = weight_rows(t, kRows, 13);
+  const std::vector<BlockQ8> q = quantize(activations(kTok * kN, 14));
+  const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
+  for (Isa isa : kIsas) {
+    if (!cpu_supports(isa)) continue;  // named by EveryPathMatchesScalarReferenceBitForBit
+    for (int nrows = 1; nrows <= kRows; ++nrows)
+      for (int ntok = 1; ntok <= kTok; ++ntok) {
+        std::vector<float> y(static_cast<size_t>(ntok * kRows), -1.0f);  // (ntok, kRows): y stride kRows
+        int8::dot_row_block_with(isa, t, w.data(), rb, nrows, q.data(), nb, ntok, y.data(), kRows);
+        for (int k = 0; k < ntok; ++k)
+          for (int r = 0; r < kRows; ++r) {
+            const float got = y[static_cast<size_t>(k * kRows + r)];
+            if (r >= nrows) {
+              ASSERT_EQ(got, -1.0f) << "row " << r << " written past nrows " << nrows;
+              continue;
+            }
+            ASSERT_EQ(bits(got), bits(int8::dot_scalar(t, w.data() + r * rb, q.data() + k * nb, nb)))
+                << dtype_name(t) << " " << isa_name(isa) << " row " << r << " of " << nrows << ", token " << k
+                << " of " << ntok;
+          }
+      }
+  }
+}
+
 // The reference's integer sums, checked against an independent sum in double over the same
 // quantized values: sum_b d_w d_x sum_e w_e q_e (+ m_w s_x) with dequantized weights w.
 // double holds every partial exactly; the fp32 accumulation of ~nb/8 terms per lane plus the
