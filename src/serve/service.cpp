@@ -291,27 +291,27 @@ json Service::run(const PreparedRequest& p, const std::function<bool()>& alive) 
   int64_t prompt_tokens = 0, completion_tokens = 0;
   for (const auto& prompt : p.prompts) prompt_tokens += static_cast<int64_t>(prompt.size());
   for_each_choice(p, [&](size_t pi, int64_t i, Job& job) {
-      const int64_t index = static_cast<int64_t>(pi) * p.sampling.n + i;
-      Choice c = collect_choice(p, pi, job, [&](const std::string&, const TokenLogprob*) { return alive(); });
-      completion_tokens += c.completion_tokens;
-      if (c.finish_reason == "cancelled") throw ApiError(499, "client_closed_request", "the client closed the connection");
-      json choice = {{"index", index}, {"finish_reason", c.finish_reason}};
-      if (p.chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", text_json(c.text)}};
-        choice["logprobs"] = nullptr;
-        if (p.top_logprobs >= 0) {
-          json content = json::array();
-          for (const auto& t : c.tokens) content.push_back(chat_logprob_entry(t));
-          choice["logprobs"] = {{"content", content}};
-        }
-      } else {
-        const std::string prefix = p.echo ? tok_.decode(p.prompts[pi], /*skip_special=*/false) : "";
-        choice["text"] = text_json(prefix + c.text);
-        choice["logprobs"] = p.top_logprobs >= 0 ? completion_logprobs(c, p.echo ? p.prompts[pi] : std::vector<int32_t>{})
-                                                 : json(nullptr);
+    const int64_t index = static_cast<int64_t>(pi) * p.sampling.n + i;
+    Choice c = collect_choice(p, pi, job, [&](const std::string&, const TokenLogprob*) { return alive(); });
+    completion_tokens += c.completion_tokens;
+    if (c.finish_reason == "cancelled") throw ApiError(499, "client_closed_request", "the client closed the connection");
+    json choice = {{"index", index}, {"finish_reason", c.finish_reason}};
+    if (p.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text_json(c.text)}};
+      choice["logprobs"] = nullptr;
+      if (p.top_logprobs >= 0) {
+        json content = json::array();
+        for (const auto& t : c.tokens) content.push_back(chat_logprob_entry(t));
+        choice["logprobs"] = {{"content", content}};
       }
-      choices.push_back(std::move(choice));
-      return true;
+    } else {
+      const std::string prefix = p.echo ? tok_.decode(p.prompts[pi], /*skip_special=*/false) : "";
+      choice["text"] = text_json(prefix + c.text);
+      choice["logprobs"] = p.top_logprobs >= 0 ? completion_logprobs(c, p.echo ? p.prompts[pi] : std::vector<int32_t>{})
+                                               : json(nullptr);
+    }
+    choices.push_back(std::move(choice));
+    return true;
   });
   return {{"id", p.id},
           {"object", p.chat ? "chat.completion" : "text_completion"},
@@ -342,40 +342,44 @@ void Service::stream(const PreparedRequest& p, const std::function<bool(std::str
   for (const auto& prompt : p.prompts) prompt_tokens += static_cast<int64_t>(prompt.size());
   try {
     // Choices are sent one after another, each whole; the ones after it already run in the engine.
-    bool gone = false;
+    bool gone = false;  // the client left: stop reading choices and write nothing more
+    const auto client_gone = [&gone] {
+      gone = true;
+      return false;
+    };
     for_each_choice(p, [&](size_t pi, int64_t i, Job& job) {
-        const int64_t index = static_cast<int64_t>(pi) * p.sampling.n + i;
+      const int64_t index = static_cast<int64_t>(pi) * p.sampling.n + i;
+      if (p.chat) {
+        // The first chunk of a choice carries the role, as OpenAI's.
+        json delta = {{"role", "assistant"}, {"content", ""}};
+        if (!send(chunk(json::array({{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}))))
+          return client_gone();
+      } else if (p.echo) {
+        json c = {{"index", index}, {"text", text_json(tok_.decode(p.prompts[pi], false))}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+        if (!send(chunk(json::array({c})))) return client_gone();
+      }
+      Choice c = collect_choice(p, pi, job, [&](const std::string& delta, const TokenLogprob* lp) {
+        json choice = {{"index", index}, {"finish_reason", nullptr}};
         if (p.chat) {
-          // The first chunk of a choice carries the role, as OpenAI's.
-          json delta = {{"role", "assistant"}, {"content", ""}};
-          if (!send(chunk(json::array({{{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}))))
-            return !(gone = true);
-        } else if (p.echo) {
-          json c = {{"index", index}, {"text", text_json(tok_.decode(p.prompts[pi], false))}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-          if (!send(chunk(json::array({c})))) return !(gone = true);
-        }
-        Choice c = collect_choice(p, pi, job, [&](const std::string& delta, const TokenLogprob* lp) {
-          json choice = {{"index", index}, {"finish_reason", nullptr}};
-          if (p.chat) {
-            choice["delta"] = {{"content", text_json(delta)}};
-            choice["logprobs"] = lp ? json{{"content", json::array({chat_logprob_entry(*lp)})}} : json(nullptr);
-          } else {
-            choice["text"] = text_json(delta);
-            choice["logprobs"] = nullptr;
-            if (lp) {
-              Choice one;
-              one.tokens.push_back(*lp);
-              choice["logprobs"] = completion_logprobs(one, {});
-            }
+          choice["delta"] = {{"content", text_json(delta)}};
+          choice["logprobs"] = lp ? json{{"content", json::array({chat_logprob_entry(*lp)})}} : json(nullptr);
+        } else {
+          choice["text"] = text_json(delta);
+          choice["logprobs"] = nullptr;
+          if (lp) {
+            Choice one;
+            one.tokens.push_back(*lp);
+            choice["logprobs"] = completion_logprobs(one, {});
           }
-          return send(chunk(json::array({choice})));
-        });
-        completion_tokens += c.completion_tokens;
-        if (c.finish_reason == "cancelled") return !(gone = true);  // the client is gone: nothing more to write
-        json last = {{"index", index}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
-        if (p.chat) last["delta"] = json::object();
-        else last["text"] = "";
-        return !(gone = !send(chunk(json::array({last}))));
+        }
+        return send(chunk(json::array({choice})));
+      });
+      completion_tokens += c.completion_tokens;
+      if (c.finish_reason == "cancelled") return client_gone();
+      json last = {{"index", index}, {"finish_reason", c.finish_reason}, {"logprobs", nullptr}};
+      if (p.chat) last["delta"] = json::object();
+      else last["text"] = "";
+      return send(chunk(json::array({last}))) || client_gone();
     });
     if (gone) return;
   } catch (const ApiError& e) {
