@@ -94,6 +94,12 @@ class Backend {
   // ops::linear_forward: y (N, rows) = x (N, cols) . W^T + bias; W and bias: host.
   virtual void linear_forward(float* y, const float* x, const ops::StoredMatrix& w,
                               const float* bias, int64_t N) = 0;
+  // linear_forward of each of n members that read the same x (q, k and v; gate and up), with the
+  // same values as n calls; a backend may run them as one pass (the CPU's int8 route: x quantized
+  // once, one threaded loop over every member's rows). Members' W and bias: host, equal cols.
+  virtual void linear_forward_group(const ops::LinearOut* outs, int n, const float* x, int64_t N) {
+    for (int i = 0; i < n; ++i) linear_forward(outs[i].y, x, *outs[i].w, outs[i].bias, N);
+  }
   // ops::linear_backward_input: dx (N, cols) (+)= dy (N, rows) . W; W: host.
   virtual void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w,
                                      int64_t N, bool accumulate) = 0;

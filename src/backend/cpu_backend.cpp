@@ -4,6 +4,7 @@
 // precision int8 or bf16 only the linear layers change (ops/linear.h).
 #include <cblas.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -108,6 +109,18 @@ class CpuBackend final : public Backend {
     else if (precision_ == Precision::kBf16) ops::linear_forward_bf16(y, x, w, bias, N);
     else if (invariant_) ops::linear_forward_batch_invariant(y, x, w, bias, N);
     else ops::linear_forward(y, x, w, bias, N);
+  }
+  void linear_forward_group(const ops::LinearOut* outs, int n, const float* x, int64_t N) override {
+    // The int8 route runs its members in one pass; any member it does not cover, and every other
+    // precision, one call each (fp32's fused decode loop gained nothing measurable from it).
+    if (precision_ != Precision::kInt8) return Backend::linear_forward_group(outs, n, x, N);
+    std::array<ops::LinearOut, 8> fused{};
+    int nf = 0;
+    for (int i = 0; i < n; ++i) {
+      if (ops::int8_path(outs[i].w->dtype) && nf < static_cast<int>(fused.size())) fused[static_cast<size_t>(nf++)] = outs[i];
+      else linear_forward(outs[i].y, x, *outs[i].w, outs[i].bias, N);
+    }
+    ops::linear_forward_int8_group(fused.data(), nf, x, N);
   }
   void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
                              bool accumulate) override {

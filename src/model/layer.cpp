@@ -154,9 +154,10 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   be.copy(a.x_in.data(), x, static_cast<size_t>(N * C) * sizeof(float));
   // --- attention block
   be.rmsnorm_forward(a.n1.data(), a.rstd1.data(), x, w.input_norm.data(), N, C, eps);
-  be.linear_forward(a.q.data(), a.n1.data(), w.q, bias_or_null(w.q_bias), N);
-  be.linear_forward(k, a.n1.data(), w.k, bias_or_null(w.k_bias), N);
-  be.linear_forward(v, a.n1.data(), w.v, bias_or_null(w.v_bias), N);
+  const std::array<ops::LinearOut, 3> qkv{{{a.q.data(), &w.q, bias_or_null(w.q_bias)},
+                                          {k, &w.k, bias_or_null(w.k_bias)},
+                                          {v, &w.v, bias_or_null(w.v_bias)}}};
+  be.linear_forward_group(qkv.data(), 3, a.n1.data(), N);
   if (call.qk_rows_permuted) {
     be.undo_gguf_qk_permutation(a.q.data(), N, NH, HD);
     be.undo_gguf_qk_permutation(k, N, NKV, HD);
@@ -185,8 +186,8 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
 
   // --- MLP block
   be.rmsnorm_forward(a.n2.data(), a.rstd2.data(), a.x_mid.data(), w.post_attn_norm.data(), M, C, eps);
-  be.linear_forward(a.gate.data(), a.n2.data(), w.gate, nullptr, M);
-  be.linear_forward(a.up.data(), a.n2.data(), w.up, nullptr, M);
+  const std::array<ops::LinearOut, 2> gate_up{{{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
+  be.linear_forward_group(gate_up.data(), 2, a.n2.data(), M);
   lora_add(a.n2.data(), M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
   be.swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), M * F);
   project_forward(be, proj, a.h.data(), w.down, nullptr, call.lora_at(Proj::down), sc,

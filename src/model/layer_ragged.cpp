@@ -53,9 +53,10 @@ void layer_forward_ragged(const RaggedLayerCall& call, float* x, RaggedActs& a) 
 
   // --- attention block
   be.rmsnorm_forward(a.n1.data(), nullptr, x, w.input_norm.data(), N, C, eps);
-  be.linear_forward(a.q.data(), a.n1.data(), w.q, bias_or_null(w.q_bias), N);
-  be.linear_forward(a.k.data(), a.n1.data(), w.k, bias_or_null(w.k_bias), N);
-  be.linear_forward(a.v.data(), a.n1.data(), w.v, bias_or_null(w.v_bias), N);
+  const std::array<ops::LinearOut, 3> qkv{{{a.q.data(), &w.q, bias_or_null(w.q_bias)},
+                                          {a.k.data(), &w.k, bias_or_null(w.k_bias)},
+                                          {a.v.data(), &w.v, bias_or_null(w.v_bias)}}};
+  be.linear_forward_group(qkv.data(), 3, a.n1.data(), N);
   if (call.qk_rows_permuted) {
     be.undo_gguf_qk_permutation(a.q.data(), N, NH, HD);
     be.undo_gguf_qk_permutation(a.k.data(), N, NKV, HD);
@@ -94,8 +95,8 @@ void layer_forward_ragged(const RaggedLayerCall& call, float* x, RaggedActs& a) 
 
   // --- MLP block
   be.rmsnorm_forward(a.n2.data(), nullptr, a.x_mid.data(), w.post_attn_norm.data(), N, C, eps);
-  be.linear_forward(a.gate.data(), a.n2.data(), w.gate, nullptr, N);
-  be.linear_forward(a.up.data(), a.n2.data(), w.up, nullptr, N);
+  const std::array<ops::LinearOut, 2> gate_up{{{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
+  be.linear_forward_group(gate_up.data(), 2, a.n2.data(), N);
   lora_add(call, a.n2.data(), C, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
   be.swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * F);
   be.linear_forward(a.proj.data(), a.h.data(), w.down, nullptr, N);

@@ -36,6 +36,19 @@ void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const 
 // Whether linear_forward_int8 computes a weight of this dtype in int8 (else in fp32).
 bool int8_path(DType t);
 
+// One member of a group of products that read the same input (q, k and v; gate and up):
+// y (N, w->rows) = x (N, cols) . W^T + bias (or null).
+struct LinearOut {
+  float* y;
+  const StoredMatrix* w;
+  const float* bias;
+};
+// linear_forward_int8 of each of the n members, all of whose dtypes take the int8 route and share
+// cols: the same values, in one pass: x quantized once and one threaded loop over the row blocks
+// of all the members. At decode a layer's projections are a few microseconds each, so one
+// fork/join for q, k and v instead of three is measurable (BENCHMARKS.md).
+void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N);
+
 // The same product at `precision: bf16` (ops/cpu/linear_bf16.cpp): x and W rounded to bf16 (round
 // to nearest even; BF16 weights as stored), products exact in fp32, sums in fp32. The kernel:
 //   kOneDnn        oneDNN's bf16 matmul (AVX512-BF16 / AMX), where the CPU has native bf16;

@@ -14,12 +14,14 @@
 #include "backend/array.h"
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/quant_write.h"
 #include "io/checkpoint.h"
 #include "io/peft_adapter.h"
 #include "model/generate.h"
 #include "model/llama.h"
 #include "model/lora_peft.h"
 #include "model/train_step.h"
+#include "support/buffers.h"
 #include "unit/model/simulated_device.h"
 
 namespace medtune {
@@ -141,6 +143,40 @@ void expect_same_forward(const std::string& fixture, model::WeightQuant quant = 
   cpu_model.forward(next, cc, lc);
   dev_model.forward(next, dc, ld);
   EXPECT_TRUE(same_bits(ld, lc));
+}
+
+TEST(CpuBackend, LinearGroupEqualsOneCallPerMemberAtEveryPrecision) {
+  // The int8 route fuses its members (ops::linear_forward_int8_group); a BF16 member between them
+  // has no int8 kernel and is computed alone. Every backend must give each member's own call.
+  constexpr int64_t kCols = 64;
+  const DType types[3] = {DType::Q8_0, DType::BF16, DType::Q8_0};
+  const int64_t rows[3] = {40, 24, 16};
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<ops::StoredMatrix> w;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<float> f = testing::random_normal(static_cast<size_t>(rows[i] * kCols), 50 + static_cast<uint64_t>(i));
+    bytes.push_back(encode_f32(types[i], f.data(), rows[i], kCols));
+  }
+  for (int i = 0; i < 3; ++i) w.push_back({types[i], rows[i], kCols, bytes[static_cast<size_t>(i)].data()});
+  const std::vector<float> bias = testing::random_normal(static_cast<size_t>(rows[1]), 60);
+  const float* biases[3] = {nullptr, bias.data(), nullptr};
+  std::vector<backend::Backend*> backends{&backend::cpu(), &backend::cpu_int8(), &backend::cpu_bf16(),
+                                          &backend::batch_invariant(backend::cpu_int8())};
+  for (backend::Backend* be : backends)
+    for (int64_t N : {1, 6}) {
+      const std::vector<float> x = testing::random_normal(static_cast<size_t>(N * kCols), 70 + static_cast<uint64_t>(N));
+      std::vector<std::vector<float>> got(3), want(3);
+      ops::LinearOut outs[3];
+      for (size_t i = 0; i < 3; ++i) {
+        got[i].assign(static_cast<size_t>(N * rows[i]), -1.0f);
+        want[i].resize(got[i].size());
+        be->linear_forward(want[i].data(), x.data(), w[i], biases[i], N);
+        outs[i] = {got[i].data(), &w[i], biases[i]};
+      }
+      be->linear_forward_group(outs, 3, x.data(), N);
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_TRUE(same_bits(got[i], want[i])) << be->describe() << " member " << i << " N=" << N;
+    }
 }
 
 TEST(SimulatedDevice, ForwardEqualsTheCpuBackendOnEveryArchitectureFixture) {

@@ -81,5 +81,32 @@ TEST(LinearInt8, DtypesWithoutInt8KernelTakeTheFp32Path) {
   }
 }
 
+TEST(LinearInt8, GroupEqualsEachMemberAlone) {
+  // q, k and v of a layer in one pass: members of several dtypes and row counts (none a multiple
+  // of the 16-row kernel block, so members' blocks meet mid-loop), biases on some.
+  constexpr int64_t kCols = 576;
+  const DType types[3] = {DType::Q8_0, DType::Q4_1, DType::Q4_0};
+  const int64_t rows[3] = {70, 23, 17};
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<StoredMatrix> w;
+  for (int i = 0; i < 3; ++i) bytes.push_back(random_weights(types[i], rows[i], kCols, 20 + static_cast<uint64_t>(i)));
+  for (int i = 0; i < 3; ++i) w.push_back({types[i], rows[i], kCols, bytes[static_cast<size_t>(i)].data()});
+  const std::vector<float> bias0 = random_x(rows[0], 30), bias2 = random_x(rows[2], 31);
+  const float* biases[3] = {bias0.data(), nullptr, bias2.data()};
+  for (int64_t N : {1, 3, 4, 7, 33}) {
+    const std::vector<float> x = random_x(N * kCols, 40 + static_cast<uint64_t>(N));
+    std::vector<std::vector<float>> got(3), want(3);
+    LinearOut outs[3];
+    for (size_t i = 0; i < 3; ++i) {
+      got[i].assign(static_cast<size_t>(N * rows[i]), -1.0f);
+      want[i].resize(got[i].size());
+      linear_forward_int8(want[i].data(), x.data(), w[i], biases[i], N);
+      outs[i] = {got[i].data(), &w[i], biases[i]};
+    }
+    linear_forward_int8_group(outs, 3, x.data(), N);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "member " << i << " N=" << N;
+  }
+}
+
 }  // namespace
 }  // namespace medtune::ops
