@@ -103,7 +103,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                            AttnCase{1, 33, 0, 8, 1, 16, false},   // MQA
                                            // Longer than one query tile (64): causal tiles, a ragged last one
                                            AttnCase{2, 150, 0, 6, 2, 16, true},
-                                           AttnCase{1, 70, 5, 3, 1, 8, false}));  // tiles after a key history
+                                           AttnCase{1, 70, 5, 3, 1, 8, false},   // tiles after a key history
+                                           // The decode path (T <= 4, head_dim 64 or 128): key counts
+                                           // not multiples of its 4-key blocks, padding, fewer than 4 keys
+                                           AttnCase{2, 3, 40, 9, 3, 64, true},
+                                           AttnCase{2, 1, 6, 4, 2, 128, true},
+                                           AttnCase{1, 2, 0, 2, 1, 64, false},
+                                           AttnCase{1, 5, 3, 2, 1, 64, false}));  // 5 queries: tiles again
 
 TEST(Attention, FirstTokenAttendsOnlyToItself) {
   // T = 2, one head: token 0's output must be exactly v[0] (softmax over one key).
