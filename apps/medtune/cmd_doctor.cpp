@@ -76,8 +76,9 @@ json simd_levels() {
       {"fp32 F32 weights", "OpenBLAS sgemm/sgemv (its own CPU dispatch)"},
       {"fp32 Q8_0 Q4_0 Q4_1 Q4_K Q6_K F16 BF16 weights", fp32_quant},
       {"fp32 NF4 weights", isa >= Isa::kAvx2 ? "avx2" : "scalar"},
-      {"int8 Q8_0 Q4_0 Q4_1 Q4_K Q6_K weights", std::string(isa_name(int8::kernel_isa())) + " (int8 dot products)"},
-      {"int8 NF4 F16 BF16 F32 weights", "fp32 path (no int8 kernel)"},
+      {"int8 Q8_0 Q4_0 Q4_1 Q4_K Q6_K NF4 weights",
+       std::string(isa_name(int8::kernel_isa())) + " (int8 dot products; NF4 levels rounded to int8)"},
+      {"int8 F16 BF16 F32 weights", "fp32 path (no int8 kernel)"},
       {"bf16 all weights", ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn
                                ? ops::onednn::kernel_name() + " (native bf16 dot products)"
                                : std::string("widened-sgemm (bf16-rounded values in OpenBLAS sgemm: bf16 results, fp32 "

@@ -3,6 +3,7 @@
 #include "core/quant_int8.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kquant_layout.h"
+#include "core/nf4.h"
 #include "core/quant_int8_kernels.h"
 
 namespace medtune::int8 {
@@ -81,6 +83,18 @@ void weight_block(DType t, const uint8_t* row, int64_t b, WeightBlock* wb) {
       for (int j = 0; j < 8; ++j) wb->lane_mul[j] = sc[j / 4];
       return;
     }
+    case DType::NF4: {  // half b % 2 of block b / 2: fp32 absmax | 32 bytes, high nibble first
+      const uint8_t* blk = row + nf4::kRowBlockBytes * (b / 2);
+      float absmax;
+      std::memcpy(&absmax, blk, 4);
+      wb->d = absmax / 127.0f;
+      const uint8_t* bytes = blk + 4 + 16 * (b % 2);
+      for (int e = 0; e < kBlock; ++e) {
+        const int code = e % 2 == 0 ? bytes[e / 2] >> 4 : bytes[e / 2] & 0xF;
+        wb->w[e] = nf4_levels()[code];
+      }
+      return;
+    }
     default:
       throw Internal("int8 dot: no int8 kernel for " + std::string(dtype_name(t)));
   }
@@ -105,7 +119,17 @@ int8_detail::DotRowsFn kernel_of(Isa isa) {
 }  // namespace
 
 bool supports(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::Q6_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::Q6_K ||
+         t == DType::NF4;
+}
+
+const int8_t* nf4_levels() {
+  static const std::array<int8_t, 16> levels = [] {
+    std::array<int8_t, 16> l{};
+    for (size_t i = 0; i < l.size(); ++i) l[i] = static_cast<int8_t>(std::lround(nf4::kCode[i] * 127.0f));
+    return l;
+  }();
+  return levels.data();
 }
 
 void quantize_activations(const float* x, int64_t n, BlockQ8* out) {
@@ -165,6 +189,8 @@ void check_row(DType t, int64_t nb) {
   if ((t == DType::Q4_K || t == DType::Q6_K) && nb % 8 != 0)
     throw Internal("int8 dot: " + std::string(dtype_name(t)) + " rows hold whole 256-element super-blocks; got " +
                    std::to_string(nb) + " blocks of 32");
+  if (t == DType::NF4 && nb % 2 != 0)
+    throw Internal("int8 dot: NF4 rows hold whole 64-element blocks; got " + std::to_string(nb) + " blocks of 32");
 }
 }  // namespace
 

@@ -11,6 +11,11 @@
 //     k-quants by sub-block of 32 (core/kquant_layout.h): Q4_K q (0..15) with d_w = d*sc_k and
 //     min m = -(dmin*m_k) (both products exact in fp32); Q6_K q - 32 with d_w = d and an int8
 //     scale per 16 elements, applied to the integer lane sums (s_j below).
+//     NF4 (DType::NF4 row blocks of 64: fp32 absmax, then 32 bytes, the first element in the
+//     high nibble) by half-block of 32: w = the level's int8 value round(kCode[code] * 127)
+//     (nf4_levels(); |w| <= 127) and d_w = absmax / 127 in fp32. Unlike the ggml types this
+//     rounds the weights too: |kCode * absmax - d_w * w| <= absmax / 254 (+ d_w's fp32 rounding),
+//     under 0.4% of the block's absmax where NF4's own levels are 8-34% of it apart.
 //   - per block b and lane j (0..7) the integer partial p[b][j] = s_j * (sum of w*q over elements
 //     4j..4j+3) (exact in int32: what vpmaddubsw + vpmaddwd and VNNI's vpdpbusd both compute;
 //     s_j = 1 except Q6_K's sub-block scale, |p| < 2^24 so float(p) is exact);
@@ -38,9 +43,12 @@ struct BlockQ8 {
   int8_t q[kBlock];
 };
 
-// The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K. Others (NF4, F16, ...)
-// take the fp32 path.
+// The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, NF4. Others (F16, BF16,
+// F32) take the fp32 path.
 bool supports(DType t);
+
+// NF4's 16 levels as int8: round(nf4::kCode[i] * 127), i = the 4-bit code.
+const int8_t* nf4_levels();
 
 // x (n), n % 32 == 0 -> n / 32 blocks.
 void quantize_activations(const float* x, int64_t n, BlockQ8* out);

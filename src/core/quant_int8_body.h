@@ -160,10 +160,34 @@ void dot_tile_q6k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y
   for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]);
 }
 
+// NF4, by half-block of 32: the codes (high nibble first) looked up in the int8 levels, signed
+// weights as Q8_0's; d_w = absmax / 127 (quant_int8.h).
+template <int T>
+void dot_tile_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
+  __m256 acc[T];
+  for (int k = 0; k < T; ++k) acc[k] = _mm256_setzero_ps();
+  const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(int8::nf4_levels())));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const int8::BlockQ8* xb[T];
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + 36 * (b / 2);
+    float absmax;
+    std::memcpy(&absmax, blk, 4);
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4 + 16 * (b % 2)));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m4), lo = _mm_and_si128(bytes, m4);
+    // Element 2i is byte i's high nibble, 2i + 1 its low one.
+    const __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(hi, lo), _mm_unpacklo_epi8(hi, lo));
+    for (int k = 0; k < T; ++k) xb[k] = x + k * nb + b;
+    accumulate_signed<T>(_mm256_shuffle_epi8(levels, codes), absmax / 127.0f, xb, acc);
+  }
+  for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]);
+}
+
 template <int T>
 void dot_tile_any(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
   if (t == DType::Q4_K) return dot_tile_q4k<T>(w, x, nb, y, y_stride);
   if (t == DType::Q6_K) return dot_tile_q6k<T>(w, x, nb, y, y_stride);
+  if (t == DType::NF4) return dot_tile_nf4<T>(w, x, nb, y, y_stride);
   dot_tile<T>(t, w, x, nb, y, y_stride);
 }
 

@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/nf4.h"
 #include "core/quant.h"
 #include "core/quant_int8.h"
 
@@ -29,7 +30,7 @@ using int8::BlockQ8;
 
 const std::string kDir = std::string(MEDTUNE_SOURCE_DIR) + "/tests/fixtures/quant/";
 constexpr int64_t kN = 1024;  // elements in each fixture (tests/fixtures/quant/<TYPE>.blocks)
-const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K, DType::NF4};
 const Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni};
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
@@ -40,7 +41,22 @@ std::vector<uint8_t> read_bytes(const std::string& path) {
 
 // `rows` weight rows of kN elements: the fixture's blocks (gguf-py-quantized weights and random
 // bytes) as row 0, then rows of random bytes with finite f16 scales.
+// NF4 has no fixture file: its rows are normal weights quantized by bitsandbytes' NF4 (nf4.h),
+// with one all-zero block (absmax 0).
+std::vector<uint8_t> nf4_rows(int rows, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<float> f(static_cast<size_t>(rows * kN));
+  for (float& v : f) v = nd(rng);
+  std::fill(f.begin(), f.begin() + nf4::kBlock, 0.0f);
+  std::vector<uint8_t> packed(f.size() / 2);
+  std::vector<float> absmax(f.size() / static_cast<size_t>(nf4::kBlock));
+  nf4::quantize(f.data(), static_cast<int64_t>(f.size()), packed.data(), absmax.data());
+  return nf4::row_blocks(packed.data(), absmax.data(), rows, kN);
+}
+
 std::vector<uint8_t> weight_rows(DType t, int rows, uint64_t seed) {
+  if (t == DType::NF4) return nf4_rows(rows, seed);
   std::vector<uint8_t> w = read_bytes(kDir + std::string(dtype_name(t)) + ".blocks");
   const int64_t rb = dtype_row_bytes(t, kN);
   EXPECT_EQ(static_cast<int64_t>(w.size()), rb);
@@ -82,6 +98,28 @@ double block_min(DType t, const uint8_t* row, int64_t b) {
     return -static_cast<double>(f16_to_f32(h)) * m;
   }
   return 0.0;
+}
+
+// Row `row`'s weights as stored (NF4: kCode * absmax), and as the int8 route multiplies them
+// (NF4: d_w * round(kCode * 127) with d_w = absmax / 127; the others are the same values).
+std::vector<double> stored_weights(DType t, const uint8_t* row) {
+  std::vector<float> deq(kN);
+  if (t == DType::NF4) nf4::dequantize_blocks(row, deq.data(), kN);
+  else dequantize_row(t, row, deq.data(), kN);
+  return std::vector<double>(deq.begin(), deq.end());
+}
+std::vector<double> route_weights(DType t, const uint8_t* row) {
+  if (t != DType::NF4) return stored_weights(t, row);
+  std::vector<double> w(kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    const uint8_t* blk = row + nf4::kRowBlockBytes * (i / nf4::kBlock);
+    float absmax;
+    std::memcpy(&absmax, blk, 4);
+    const int64_t e = i % nf4::kBlock;
+    const int code = e % 2 == 0 ? blk[4 + e / 2] >> 4 : blk[4 + e / 2] & 0xF;
+    w[static_cast<size_t>(i)] = static_cast<double>(absmax / 127.0f) * int8::nf4_levels()[code];
+  }
+  return w;
 }
 
 std::vector<float> activations(int64_t n, uint64_t seed) {
@@ -226,9 +264,8 @@ TEST_P(Int8Dot, ReferenceIntegerSumsMatchDouble) {
   const std::vector<float> x = activations(kN, 22);
   const std::vector<BlockQ8> q = quantize(x);
   const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
-  std::vector<float> deq(kN);
   for (int r = 0; r < 4; ++r) {
-    dequantize_row(t, w.data() + r * rb, deq.data(), kN);
+    const std::vector<double> deq = route_weights(t, w.data() + r * rb);
     // mag bounds every fp32 operand the reference adds: |d_w d_x p_j| <= d_x sum|d_w w_e q_e| and
     // |m_w s_x|; m_w is the block's min (Q4_1, Q4_K; d_w w_e = dequantized - m_w exactly).
     double exact = 0.0, mag = 0.0;
@@ -254,7 +291,8 @@ TEST_P(Int8Dot, ReferenceIntegerSumsMatchDouble) {
 
 // Against the exact fp32 dot of the unquantized activations: the int8 route's error is the
 // activation rounding, |x - d q| <= d/2 + 2u|x| per element (test above), times |w|, plus the
-// fp32 summation bound of test_quant's check_dot on the rounded terms.
+// fp32 summation bound of test_quant's check_dot on the rounded terms; for NF4 also the weight
+// rounding |w - d_w round(127 kCode)| times |x|.
 TEST_P(Int8Dot, WithinActivationRoundingBoundOfExactDot) {
   const DType t = GetParam();
   constexpr int kRows = 16;
@@ -262,15 +300,22 @@ TEST_P(Int8Dot, WithinActivationRoundingBoundOfExactDot) {
   const std::vector<float> x = activations(kN, 32);
   const std::vector<BlockQ8> q = quantize(x);
   const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
-  std::vector<float> deq(kN);
   double worst = 0.0;
   for (int r = 0; r < kRows; ++r) {
-    dequantize_row(t, w.data() + r * rb, deq.data(), kN);
+    const std::vector<double> stored = stored_weights(t, w.data() + r * rb), used = route_weights(t, w.data() + r * rb);
     double exact = 0.0, bound = 0.0, mag = 0.0;
     for (int64_t i = 0; i < kN; ++i) {
-      const double wi = deq[static_cast<size_t>(i)], xi = x[static_cast<size_t>(i)];
-      exact += wi * xi;
+      const double wi = used[static_cast<size_t>(i)], xi = x[static_cast<size_t>(i)];
+      exact += stored[static_cast<size_t>(i)] * xi;
       bound += std::fabs(wi) * (static_cast<double>(q[static_cast<size_t>(i / 32)].d) / 2.0 + 2.5 * std::ldexp(std::fabs(xi), -24));
+      // NF4's weight rounding (0 for the other types), itself held to quant_int8.h's bound.
+      const double dw = std::fabs(stored[static_cast<size_t>(i)] - wi);
+      if (t == DType::NF4) {
+        float absmax;
+        std::memcpy(&absmax, w.data() + r * rb + nf4::kRowBlockBytes * (i / nf4::kBlock), 4);
+        EXPECT_LE(dw, static_cast<double>(absmax) * (1.0 / 254.0 + std::ldexp(1.0, -23))) << "element " << i;
+      }
+      bound += dw * std::fabs(xi);
       mag += std::fabs(wi * xi);
     }
     const double eps = std::numeric_limits<float>::epsilon();
@@ -286,10 +331,23 @@ TEST_P(Int8Dot, WithinActivationRoundingBoundOfExactDot) {
 INSTANTIATE_TEST_SUITE_P(Types, Int8Dot, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
+TEST(Int8Dot, Nf4LevelsAreTheCodeTimes127Rounded) {
+  // bitsandbytes' levels: -1 ... 1 -> -127 ... 127; the nearest integers, checked in double.
+  for (size_t i = 0; i < nf4::kCode.size(); ++i) {
+    const double want = std::nearbyint(static_cast<double>(nf4::kCode[i]) * 127.0);
+    EXPECT_EQ(int8::nf4_levels()[i], static_cast<int8_t>(want)) << "code " << i;
+    EXPECT_LE(std::fabs(static_cast<double>(nf4::kCode[i]) * 127.0 - want), 0.5);
+  }
+  EXPECT_EQ(int8::nf4_levels()[0], -127);
+  EXPECT_EQ(int8::nf4_levels()[7], 0);
+  EXPECT_EQ(int8::nf4_levels()[15], 127);
+}
+
 TEST(Int8Dot, SupportedTypesAndErrors) {
   EXPECT_TRUE(int8::supports(DType::Q8_0));
   EXPECT_TRUE(int8::supports(DType::Q4_K));
   EXPECT_TRUE(int8::supports(DType::Q6_K));
+  EXPECT_TRUE(int8::supports(DType::NF4));
   EXPECT_FALSE(int8::supports(DType::F32));
   EXPECT_FALSE(int8::supports(DType::BF16));
   BlockQ8 b{};
@@ -298,6 +356,8 @@ TEST(Int8Dot, SupportedTypesAndErrors) {
   EXPECT_THROW(int8::dot_rows(DType::BF16, w, &b, 1, 1, &y, 1), Internal);
   // A k-quant row is whole super-blocks (8 activation blocks).
   EXPECT_THROW(int8::dot_rows(DType::Q6_K, w, &b, 1, 1, &y, 1), Internal);
+  // An NF4 row is whole blocks of 64 (2 activation blocks).
+  EXPECT_THROW(int8::dot_rows(DType::NF4, w, &b, 1, 1, &y, 1), Internal);
   EXPECT_THROW(int8::quantize_activations(nullptr, 31, &b), Internal);
 }
 
