@@ -7,8 +7,8 @@
 // (T = S = 2048 is 16 MiB), so no flash-style tiling is needed here. A packed row's examples are
 // separate blocks, so the scores between examples (all masked) are never computed.
 // Decode path (at most 4 queries per row after a cache, head_dim 64 or 128): the same math with
-// AVX2 loops instead of BLAS, whose small-matrix kernels spent more on each 1 x n product's call
-// than on the product (BENCHMARKS.md: Q8_0 decode at 256-320 cached positions, 1.12x).
+// AVX2 loops instead of BLAS, whose small-matrix kernels were slow on these 1 x n products
+// (BENCHMARKS.md: Q8_0 decode at 256-320 cached positions, 1.12x).
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -67,9 +67,9 @@ void attention_forward(float* out, const float* q, const float* k, const float* 
 
 namespace {
 
-// Queries per row at or below which attention_forward takes the decode path: a BLAS call per
-// (head, query) for a 1 x HD by HD x n product costs more in OpenBLAS's small-matrix kernels than
-// the product itself (measured: at 300 cached positions, a third of a decode step).
+// Queries per row at or below which attention_forward takes the decode path: OpenBLAS's
+// small-matrix kernels, two calls per (head, query) for 1 x HD by HD x n products, were ~14% of a
+// Q8_0 int8 decode step's CPU time at 256-320 cached positions.
 constexpr int64_t kDecodeMaxQueries = 4;
 
 // The scores of one query against keys [0, n): scores[j] = scale * (q . K_j), HD = 8 * C. Four keys
