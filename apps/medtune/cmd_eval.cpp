@@ -175,9 +175,10 @@ std::vector<eval::QuestionResult> score_share(dist::Communicator& comm, model::L
                                               const std::vector<eval::McqItem>& items, eval::Scoring scoring,
                                               const std::function<void(size_t, size_t)>& progress) {
   if (comm.size() == 1) return eval::score_questions(model, prompts, items, scoring, progress);
-  const size_t n = items.size(), ranks = static_cast<size_t>(comm.size()), r = static_cast<size_t>(comm.rank());
-  const std::vector<eval::McqItem> mine(items.begin() + static_cast<std::ptrdiff_t>(n * r / ranks),
-                                        items.begin() + static_cast<std::ptrdiff_t>(n * (r + 1) / ranks));
+  const size_t n = items.size();
+  const dist::Share share = dist::share_of(n, comm);
+  const std::vector<eval::McqItem> mine(items.begin() + static_cast<std::ptrdiff_t>(share.begin),
+                                        items.begin() + static_cast<std::ptrdiff_t>(share.end));
   std::string lines;
   for (const auto& q : eval::score_questions(model, prompts, mine, scoring, progress))
     lines += eval::question_result_json(q).dump() + "\n";

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include <omp.h>
 
@@ -167,6 +168,21 @@ LoadedData load_data(const train::TrainConfig& cfg, Renderers& r) {
   ld.data.pad_id = pad;
   ld.data.skipped_records = ld.skipped;
   return ld;
+}
+
+// The validation accuracy with the questions split over the ranks (dist::share_of): each rank
+// scores its share, the correct counts are summed (exact in a double). The same number as one
+// process: each question is scored as one process scores it.
+double split_accuracy(dist::Communicator& comm, model::LlamaModel& model, const eval::PromptRenderer& prompts,
+                      const std::vector<eval::McqItem>& items, eval::Scoring scoring) {
+  if (items.empty()) return 0.0;
+  const dist::Share share = dist::share_of(items.size(), comm);
+  const std::vector<eval::McqItem> mine(items.begin() + static_cast<std::ptrdiff_t>(share.begin),
+                                        items.begin() + static_cast<std::ptrdiff_t>(share.end));
+  double correct = 0;
+  for (const auto& q : eval::score_questions(model, prompts, mine, scoring)) correct += q.pred == q.gold ? 1 : 0;
+  if (comm.size() > 1) comm.allreduce_sum(std::span<double>(&correct, 1), "the validation accuracy");
+  return correct / static_cast<double>(items.size());
 }
 
 }  // namespace
@@ -331,7 +347,7 @@ void add_train_command(CLI::App& app) {
     if (lead) hooks.metrics_sinks.push_back(std::make_shared<TrainReportSink>(cfg));
     if (!ld.val_items.empty())
       hooks.accuracy = [&] {
-        return eval::accuracy(model, *r.prompts, ld.val_items,
+        return split_accuracy(*hooks.comm, model, *r.prompts, ld.val_items,
                               r.option_text ? eval::Scoring::text : eval::Scoring::letter);
       };
     const train::TrainSummary s = train::run_training(cfg, model, ld.data, hooks, std::cerr);

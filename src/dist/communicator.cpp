@@ -6,6 +6,11 @@
 
 namespace medtune::dist {
 
+Share share_of(size_t n, const Communicator& comm) {
+  const size_t ranks = static_cast<size_t>(comm.size()), r = static_cast<size_t>(comm.rank());
+  return {n * r / ranks, n * (r + 1) / ranks};
+}
+
 std::string broadcast_string(Communicator& comm, std::string s, int root, const std::string& what) {
   if (comm.size() == 1) return s;
   uint64_t n = s.size();

@@ -43,6 +43,14 @@ class Communicator {
   [[noreturn]] virtual void abort_job(int code) = 0;
 };
 
+// The contiguous share [begin, end) of n items (questions, validation batches) that this rank
+// works on: rank r takes items n*r/N .. n*(r+1)/N - 1, so the shares follow the single-process
+// order and differ in size by at most one.
+struct Share {
+  size_t begin = 0, end = 0;
+};
+Share share_of(size_t n, const Communicator& comm);
+
 // Broadcasts a string (any length) from root.
 std::string broadcast_string(Communicator& comm, std::string s, int root, const std::string& what);
 

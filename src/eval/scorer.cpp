@@ -353,12 +353,4 @@ std::vector<QuestionResult> score_questions(model::LlamaModel& model, const Prom
   return out;
 }
 
-double accuracy(model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
-                Scoring scoring) {
-  if (items.empty()) return 0.0;
-  int64_t correct = 0;
-  for (const auto& r : score_questions(model, prompts, items, scoring)) correct += r.pred == r.gold;
-  return static_cast<double>(correct) / static_cast<double>(items.size());
-}
-
 }  // namespace medtune::eval

@@ -45,9 +45,4 @@ std::vector<QuestionResult> score_questions_batched(
     model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
     Scoring scoring, int64_t batch_tokens, const std::function<void(size_t, size_t)>& progress = {});
 
-// Accuracy over `items` (letter scoring, or option-text scoring's acc): the validation metric of
-// training.
-double accuracy(model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
-                Scoring scoring);
-
 }  // namespace medtune::eval

@@ -320,16 +320,27 @@ StepPlan plan_steps(const TrainConfig& cfg, const std::vector<int64_t>& lengths)
 }
 
 EvalPoint validation_loss(model::LlamaModel& model, const std::vector<Example>& examples,
-                          int64_t micro_batch_size, int32_t pad_id) {
+                          int64_t micro_batch_size, int32_t pad_id, dist::Communicator& comm) {
+  const size_t mbs = static_cast<size_t>(micro_batch_size);
+  const size_t batches = (examples.size() + mbs - 1) / mbs;
+  // (2 x batches) batch b's loss sum at 2b, its target tokens at 2b+1; zero where another rank
+  // computes it. Adding zeros is exact, so the all-reduce leaves each rank's numbers as they are
+  // in whatever order the engine adds, and tokens (< 2^53) are exact in a double.
+  std::vector<double> per_batch(2 * batches, 0.0);
+  const dist::Share mine = dist::share_of(batches, comm);
+  for (size_t b = mine.begin; b < mine.end; ++b) {
+    std::vector<int64_t> idx;
+    for (size_t j = b * mbs; j < std::min(examples.size(), (b + 1) * mbs); ++j) idx.push_back(static_cast<int64_t>(j));
+    const auto r = model::forward_loss(model, make_batch(examples, idx, false, pad_id));
+    per_batch[2 * b] = r.loss_sum;
+    per_batch[2 * b + 1] = static_cast<double>(r.tokens);
+  }
+  if (comm.size() > 1) comm.allreduce_sum(std::span<double>(per_batch), "the validation losses");
   EvalPoint e;
   double sum = 0;
-  for (size_t i = 0; i < examples.size(); i += static_cast<size_t>(micro_batch_size)) {
-    std::vector<int64_t> idx;
-    for (size_t j = i; j < std::min(examples.size(), i + static_cast<size_t>(micro_batch_size)); ++j)
-      idx.push_back(static_cast<int64_t>(j));
-    const auto r = model::forward_loss(model, make_batch(examples, idx, false, pad_id));
-    sum += r.loss_sum;
-    e.tokens += r.tokens;
+  for (size_t b = 0; b < batches; ++b) {  // in batch order, as one process adds them
+    sum += per_batch[2 * b];
+    e.tokens += static_cast<int64_t>(per_batch[2 * b + 1]);
   }
   e.loss = e.tokens > 0 ? sum / static_cast<double>(e.tokens) : 0.0;
   return e;
@@ -528,7 +539,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   auto evaluate = [&](int64_t step) {
     if (data.val.empty() && !hooks.accuracy) return;
     EvalPoint e;
-    if (!data.val.empty()) e = validation_loss(model, data.val, cfg.micro_batch_size, data.pad_id);
+    if (!data.val.empty()) e = validation_loss(model, data.val, cfg.micro_batch_size, data.pad_id, comm);
     e.step = step;
     if (hooks.accuracy) e.accuracy = hooks.accuracy();
     nlohmann::json j{{"step", step}, {"loss", e.loss}, {"tokens", e.tokens}};

@@ -98,8 +98,11 @@ StepPlan plan_steps(const TrainConfig& cfg, const std::vector<int64_t>& example_
 StepPlan plan_steps(const TrainConfig& cfg, int64_t num_train_examples);
 
 // Mean loss (nats per target token) of `examples` under the model (and its current adapter).
+// The micro-batches are split over comm's ranks (dist::share_of); every rank gets the result,
+// the same bits as one process (each batch's loss sum is computed as one process computes it and
+// the sums are added in batch order on every rank).
 EvalPoint validation_loss(model::LlamaModel& model, const std::vector<Example>& examples,
-                          int64_t micro_batch_size, int32_t pad_id);
+                          int64_t micro_batch_size, int32_t pad_id, dist::Communicator& comm);
 
 // Trains cfg's adapter on `data`. Writes to cfg.output_dir: config_resolved.json, metrics.jsonl,
 // checkpoint-<step>/ (every save_steps, on a stop and at the end; train/checkpoint_dir.h),

@@ -9,7 +9,8 @@
 #     checkpoints stay valid, 2 ranks resume to the reference adapter;
 #  5. a rank that hangs (SIGSTOP) past ddp_timeout: the job ends non-zero, naming the exchange;
 #  6. ranks given different configs are refused before training, naming the rank and the key;
-#  7. a rank that cannot read its data ends the job before training, naming the rank and file.
+#  7. a rank that cannot read its data ends the job before training, naming the rank and file;
+#  8. the validation loss and accuracy, split over 2 ranks, equal 1 process's at every evaluation.
 # Usage: train_distributed.sh MEDTUNE_BIN [PARITY_BIN] (from the repository root). Exit 77 (skip)
 # when mpirun is absent (openmpi-bin, scripts/setup.sh).
 set -euo pipefail
@@ -207,3 +208,17 @@ set -e
 grep -q "medtune: rank 1 of 2: .*missing.jsonl" "$TMP/bd.err" || fail "a rank without its data: $(cat "$TMP/bd.err")"
 [ ! -e "$TMP/baddata/metrics.jsonl" ] || fail "a rank without its data: training started"
 echo "ok: a rank that cannot read its data ends the job before training"
+
+# 8. Validation split over the ranks (5 held-out questions: 3 micro-batches of loss, 5 letter
+# scorings): the same eval records (loss, tokens, accuracy) as 1 process, at every evaluation.
+evals() { grep -o '"eval":{[^}]*}' "$1/metrics.jsonl"; }
+val=(max_steps=6 val_set_size=5 eval_steps=3)
+one output_dir="$TMP/val1" "${val[@]}" >"$TMP/v1.out" 2>"$TMP/v1.err" || fail "validation, 1 process: $(cat "$TMP/v1.err")"
+two output_dir="$TMP/val2" "${val[@]}" >"$TMP/v2.out" 2>"$TMP/v2.err" || fail "validation, 2 ranks: $(cat "$TMP/v2.err")"
+[ "$(evals "$TMP/val1" | wc -l)" -eq 3 ] || fail "validation: expected evaluations at steps 0, 3 and 6: $(evals "$TMP/val1")"
+evals "$TMP/val1" | grep -q '"accuracy"' || fail "validation: no accuracy in the eval records: $(evals "$TMP/val1")"
+[ "$(evals "$TMP/val2")" = "$(evals "$TMP/val1")" ] \
+  || fail "validation split over 2 ranks differs from 1 process: $(evals "$TMP/val2") vs $(evals "$TMP/val1")"
+same_adapter_as() { cmp -s "$1/adapter/adapter_model.safetensors" "$2/adapter/adapter_model.safetensors"; }
+same_adapter_as "$TMP/val2" "$TMP/val1" || fail "validation run: the 2-rank adapter differs from 1 process"
+echo "ok: validation split over 2 ranks = 1 process (loss, tokens, accuracy at steps 0, 3, 6)"
