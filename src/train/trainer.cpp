@@ -28,6 +28,7 @@
 #include "train/checkpoint_identity.h"
 #include "train/checkpoint_state.h"
 #include "train/grad_clip.h"
+#include "train/resume_sync.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
@@ -276,17 +277,6 @@ void check_ranks_agree(dist::Communicator& comm, const RunIdentity& identity) {
                    "overrides, model and data files):" + problems);
 }
 
-// Every rank must continue from the same checkpoint (they read output_dir on a shared file
-// system; a rank that sees another newest checkpoint would train another run).
-void check_same_resume_point(dist::Communicator& comm, const std::optional<CheckpointEntry>& from) {
-  const auto all = comm.allgather(from ? from->path : std::string(), "the resume point");
-  for (size_t r = 1; r < all.size(); ++r)
-    if (all[r] != all[0])
-      throw BadInput("rank " + std::to_string(r) + " would resume from " + (all[r].empty() ? "nothing" : all[r]) +
-                     ", rank 0 from " + (all[0].empty() ? "nothing" : all[0]) +
-                     ": output_dir must be the same folder on a file system every rank sees");
-}
-
 }  // namespace
 
 void request_stop() { g_stop_signal = SIGINT; }
@@ -408,8 +398,19 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   const BatchPlanOptions batch_opt = batch_plan_options(global_cfg);
 
   // Resume: everything the uninterrupted run would hold after checkpoint's step.
-  const std::optional<CheckpointEntry> from = find_resume_point(cfg, progress);
-  if (world > 1) check_same_resume_point(comm, from);
+  // Rank 0 chooses it; each rank reads it where it is, or a copy received from rank 0 when
+  // output_dir is not on a file system every rank sees (train/resume_sync.h).
+  ResumeSource source =
+      world > 1 ? agree_on_resume_point(comm, writer ? find_resume_point(cfg, progress) : std::nullopt,
+                                        cfg.resume_from_checkpoint == "auto" ? cfg.output_dir : "")
+                : ResumeSource(find_resume_point(cfg, progress));
+  const std::optional<CheckpointEntry>& from = source.checkpoint();
+  if (!source.received_by().empty()) {
+    std::string ranks;
+    for (int r : source.received_by()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    progress.message("resume: rank(s) " + ranks + " do not see " + source.chosen_path() +
+                     " (output_dir is not shared with rank 0): sent them its files");
+  }
   if (!from) refuse_earlier_run(cfg, hooks);
   TrainerState resumed;
   if (from) {
@@ -445,7 +446,8 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     sum.evals = resumed.evals;
     sum.skipped_steps = resumed.skipped_steps;
     if (!sum.losses.empty()) sum.final_loss = sum.losses.back();
-    sum.resumed_from = sum.checkpoint_dir = from->path;
+    source.remove_received_copy();  // everything is read: the adapter, optimizer and trainer state
+    sum.resumed_from = sum.checkpoint_dir = source.chosen_path();
     if (resumed.world_size != world)
       progress.message("resuming with " + std::to_string(world) + " rank(s) x " +
                        std::to_string(cfg.gradient_accumulation_steps) + " accumulation steps; " + from->path +

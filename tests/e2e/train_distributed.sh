@@ -10,7 +10,8 @@
 #  5. a rank that hangs (SIGSTOP) past ddp_timeout: the job ends non-zero, naming the exchange;
 #  6. ranks given different configs are refused before training, naming the rank and the key;
 #  7. a rank that cannot read its data ends the job before training, naming the rank and file;
-#  8. the validation loss and accuracy, split over 2 ranks, equal 1 process's at every evaluation.
+#  8. the validation loss and accuracy, split over 2 ranks, equal 1 process's at every evaluation;
+#  9. output_dir on each rank's own disk: a killed job resumes, rank 0 sending its checkpoint.
 # Usage: train_distributed.sh MEDTUNE_BIN [PARITY_BIN] (from the repository root). Exit 77 (skip)
 # when mpirun is absent (openmpi-bin, scripts/setup.sh).
 set -euo pipefail
@@ -222,3 +223,31 @@ evals "$TMP/val1" | grep -q '"accuracy"' || fail "validation: no accuracy in the
 same_adapter_as() { cmp -s "$1/adapter/adapter_model.safetensors" "$2/adapter/adapter_model.safetensors"; }
 same_adapter_as "$TMP/val2" "$TMP/val1" || fail "validation run: the 2-rank adapter differs from 1 process"
 echo "ok: validation split over 2 ranks = 1 process (loss, tokens, accuracy at steps 0, 3, 6)"
+
+# 9. output_dir on each machine's own disk (no shared file system): each rank runs in its own
+# working directory with a relative output_dir, so rank 1 never sees rank 0's checkpoints. Rank 1
+# is killed mid-run; 2 ranks resume: rank 1 receives the checkpoint from rank 0 and the job
+# finishes to the reference adapter; rank 1's disk gets no checkpoint.
+mkdir -p "$TMP/node0" "$TMP/node1"
+apart_bg() {
+  exec "${MPIRUN[@]}" -np 1 -wdir "$TMP/node0" "$MEDTUNE" train --config "$TMP/run.yaml" output_dir=run "$@" \
+    : -np 1 -wdir "$TMP/node1" "$MEDTUNE" train --config "$TMP/run.yaml" output_dir=run "$@"
+}
+MEDTUNE_TEST_SAVE_DELAY_MS=100 apart_bg >"$TMP/a1.out" 2>"$TMP/a1.err" &
+JOB=$!
+wait_for 60 step_past "$TMP/a1.err" 7 || fail "the 2-rank run on separate disks did not reach step 7: $(cat "$TMP/a1.err")"
+victim=$(rank_pid "$JOB" 1)
+[ -n "$victim" ] || fail "no rank 1 under mpirun $JOB"
+kill -9 "$victim"
+wait "$JOB" 2>/dev/null || true
+JOB=""
+compgen -G "$TMP/node0/run/checkpoint-*" >/dev/null || fail "separate disks: rank 0 wrote no checkpoint"
+! compgen -G "$TMP/node1/run/checkpoint-*" >/dev/null || fail "separate disks: a rank other than 0 wrote a checkpoint"
+mkdir -p "$TMP/tmpdir"  # where rank 1 receives the copy, removed once read
+(TMPDIR="$TMP/tmpdir" apart_bg --resume auto) >"$TMP/a1r.out" 2>"$TMP/a1r.err" || fail "resume on separate disks: $(cat "$TMP/a1r.err")"
+[ -z "$(ls -A "$TMP/tmpdir")" ] || fail "resume on separate disks: the received copy was left behind: $(ls "$TMP/tmpdir")"
+grep -q "resume: rank(s) 1 do not see .*/node0/run/checkpoint-[0-9]* (output_dir is not shared with rank 0): sent them its files" \
+  "$TMP/a1r.err" || fail "resume on separate disks: rank 0 does not say it sent the checkpoint: $(cat "$TMP/a1r.err")"
+same_adapter "$TMP/node0/run" "resume on separate disks"
+! compgen -G "$TMP/node1/run/checkpoint-*" >/dev/null || fail "separate disks: rank 1 wrote a checkpoint on resume"
+echo "ok: output_dir not shared: rank 1 killed, 2 ranks resume with rank 0's checkpoint sent to rank 1, reference adapter"
