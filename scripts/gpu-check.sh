@@ -15,6 +15,10 @@
 #   1 environment   GPU, driver, toolkit (env.txt)
 #   2 op tests      test_gpu_ops: every registered kernel case against its CPU reference (ops.log);
 #                   from the bundle, or else built standalone from tests/gpu (the previous way)
+#   2b nccl         test_gpu_ops --collectives: the NCCL all-reduce as a world of one rank (id,
+#                   communicator, ncclAllReduce of 1M-3M floats, bit for bit); libnccl.so.2 from
+#                   the GPU image (its CUDA lib folders, or the nvidia-nccl wheel torch brings), else
+#                   gpu-model/libnccl.so.2 if it travelled; NOT RUN (not failed) when none is found
 #   3 parity        medtune-parity --device gpu on every tests/fixtures/hf fixture: logits, loss,
 #                   greedy tokens and LoRA logits against transformers' float64, with
 #                   --precision fp32 (fp32 tolerances) and bf16 (train::bf16_tolerances)
@@ -117,6 +121,29 @@ if [ -n "$ops_bin" ]; then
     124) record "op tests" "TIMED OUT" $(( $(date +%s) - t )) "see ops.log" ;;
     *) record "op tests" FAILED $(( $(date +%s) - t )) "exit $rc; $line; see ops.log" ;;
   esac
+fi
+
+echo "== 2b nccl: the all-reduce as a 1-GPU world"
+t=$(date +%s)
+if [ -n "$ops_bin" ]; then
+  # medtune opens libnccl.so.2 at run time (src/gpu/collectives.cu): put a copy on the path.
+  nccl_dirs=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib "$(pwd)/gpu-model" \
+           "$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)"; do
+    [ -n "$d" ] && [ -f "$d/libnccl.so.2" ] && nccl_dirs=$nccl_dirs:$d
+  done
+  rc=0
+  LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}$nccl_dirs timeout 120 "$ops_bin" --collectives > "$out/nccl.log" 2>&1 || rc=$?
+  line=$(grep -E "^gpu op tests:" "$out/nccl.log" | tail -n 1)
+  if [ "$rc" = 0 ]; then
+    record nccl ok $(( $(date +%s) - t )) "$line (libnccl.so.2 from ${nccl_dirs#:}${nccl_dirs:-the system})"
+  elif [ "$rc" = 77 ]; then
+    record nccl "NOT RUN" $(( $(date +%s) - t )) "$(head -n 1 "$out/nccl.log")"
+  elif grep -q "cannot be loaded" "$out/nccl.log"; then
+    record nccl "NOT RUN" $(( $(date +%s) - t )) "no libnccl.so.2 on this machine: nccl.log"
+  else
+    record nccl FAILED $(( $(date +%s) - t )) "exit $rc; $line; see nccl.log"
+  fi
 fi
 
 [ -n "$bin" ] || { printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"; exit 1; }

@@ -8,7 +8,9 @@
 #      binaries compile the same sources as the CPU build, so CI does not build them twice), checks
 #      that the library holds machine code for both
 #      architectures, runs the op-test binary, which must skip (exit 77) when no GPU is visible or
-#      pass where one is, checks that `medtune eval --device gpu` names the missing GPU (exit 2),
+#      pass where one is, runs its NCCL host-only case (libnccl.so.2 loaded as medtune loads it,
+#      ncclGetUniqueId) where the library is installed, checks that `medtune eval --device gpu`
+#      names the missing GPU (exit 2),
 #      and packs the bundle scripts/gpu-check.sh runs (scripts/gpu-bundle.sh).
 #  (b) HIP: compiles every src/gpu/*.cu with Debian's hipcc (ROCm 5.2, clang 15) for gfx90a
 #      (MI200) with warnings as errors (build dir build-gpu-hip), links the same op-test binary
@@ -62,6 +64,19 @@ for arch in sm_80 sm_90; do
 done
 echo "libmedtune_gpu.a holds sm_80 and sm_90 machine code for all $n_cu GPU sources"
 run_op_tests build-gpu-cuda/tests/gpu/test_gpu_ops
+# NCCL as medtune opens it (dlopen, every function looked up, ncclGetUniqueId): needs no GPU, so
+# its host-only case runs here wherever the toolkit's libnccl.so.2 is installed.
+if ldconfig -p 2>/dev/null | grep -q "libnccl.so.2 "; then
+  rc=0
+  nccl_out=$(build-gpu-cuda/tests/gpu/test_gpu_ops --collectives 2>&1) || rc=$?
+  echo "$nccl_out" | head -n 3
+  if { [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; } || ! echo "$nccl_out" | grep -q "^\[ OK \] collectives/unique_id"; then
+    echo "FAIL: test_gpu_ops --collectives exited $rc"
+    exit 1
+  fi
+else
+  echo "NOTE: no libnccl.so.2 on this machine: the NCCL host check (test_gpu_ops --collectives) did not run"
+fi
 # The model path reaches the GPU backend: without a GPU it must say so and exit 2 (bad input).
 rc=0
 msg=$(build-gpu-cuda/medtune eval tests/fixtures/hf/llama_gqa/base --data data/fictional/test.jsonl \

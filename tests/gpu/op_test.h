@@ -31,15 +31,27 @@ struct OpCase {
   std::function<void(Checks&, const gpu::Stream&)> run;
 };
 
+// A check of host code that needs no GPU at all (e.g. loading NCCL and making an id): it runs
+// where no device is visible too, so the GPU compile check exercises it on machines without one.
+struct HostCase {
+  std::string name;
+  std::function<void(Checks&)> run;
+};
+
 class Registry {
  public:
   void add(std::string name, bool quick, std::function<void(Checks&, const gpu::Stream&)> run) {
     cases_.push_back({std::move(name), quick, std::move(run)});
   }
+  void add_host(std::string name, std::function<void(Checks&)> run) {
+    host_cases_.push_back({std::move(name), std::move(run)});
+  }
   const std::vector<OpCase>& cases() const { return cases_; }
+  const std::vector<HostCase>& host_cases() const { return host_cases_; }
 
  private:
   std::vector<OpCase> cases_;
+  std::vector<HostCase> host_cases_;
 };
 
 // One registration function per op file (cases_*.cpp); register_all_cases (run.cpp) calls them
@@ -57,6 +69,9 @@ void register_attention_cases(Registry& r);
 void register_gemm_cases(Registry& r);
 void register_elementwise_cases(Registry& r);
 void register_all_cases(Registry& r);
+// The NCCL/RCCL cases (cases_collectives.cpp), apart: they need libnccl/librccl at run time.
+void register_collective_cases(Registry& r);
+bool collectives_compiled();  // the build found the NCCL/RCCL header
 
 // --------------------------------------------------------------------------------- running
 struct CaseResult {
@@ -71,6 +86,8 @@ struct CaseResult {
 std::vector<CaseResult> run_cases(const Registry& r, bool quick, const std::string& filter,
                                   const gpu::Stream& stream,
                                   const std::function<void(const CaseResult&)>& on_result);
+// Runs the registered host cases (no device needed), likewise.
+std::vector<CaseResult> run_host_cases(const Registry& r, const std::function<void(const CaseResult&)>& on_result);
 
 // --------------------------------------------------------------------------- device buffers
 // n elements of T on the device with kGuard guard elements on each side. The guards hold the byte

@@ -21,6 +21,35 @@ void register_all_cases(Registry& r) {
   register_elementwise_cases(r);
 }
 
+namespace {
+template <typename Run>
+CaseResult run_one(const std::string& name, Run&& run) {
+  Checks checks;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run(checks);
+  } catch (const std::exception& e) {
+    checks.record(false, std::string("exception: ") + e.what());
+  }
+  CaseResult res;
+  res.name = name;
+  res.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  res.ok = checks.passed() && !checks.lines().empty();
+  res.lines = checks.lines();
+  return res;
+}
+}  // namespace
+
+std::vector<CaseResult> run_host_cases(const Registry& r, const std::function<void(const CaseResult&)>& on_result) {
+  std::vector<CaseResult> results;
+  for (const auto& c : r.host_cases()) {
+    CaseResult res = run_one(c.name, c.run);
+    if (on_result) on_result(res);
+    results.push_back(std::move(res));
+  }
+  return results;
+}
+
 std::vector<CaseResult> run_cases(const Registry& r, bool quick, const std::string& filter,
                                   const gpu::Stream& stream,
                                   const std::function<void(const CaseResult&)>& on_result) {
@@ -28,18 +57,7 @@ std::vector<CaseResult> run_cases(const Registry& r, bool quick, const std::stri
   for (const auto& c : r.cases()) {
     if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
     if (quick && !c.quick) continue;
-    Checks checks;
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      c.run(checks, stream);
-    } catch (const std::exception& e) {
-      checks.record(false, std::string("exception: ") + e.what());
-    }
-    CaseResult res;
-    res.name = c.name;
-    res.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    res.ok = checks.passed() && !checks.lines().empty();
-    res.lines = checks.lines();
+    CaseResult res = run_one(c.name, [&](Checks& checks) { c.run(checks, stream); });
     if (on_result) on_result(res);
     results.push_back(std::move(res));
   }
