@@ -1,5 +1,6 @@
 #include "dist/gradient_sum.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -12,8 +13,9 @@ namespace {
 constexpr size_t kLossFloats = sizeof(double) / sizeof(float);
 }
 
-StepGradientSum::StepGradientSum(Communicator& comm, std::vector<std::span<float>> grads, bool deterministic)
-    : comm_(comm), grads_(std::move(grads)), deterministic_(deterministic) {
+StepGradientSum::StepGradientSum(Communicator& comm, std::vector<std::span<float>> grads, bool deterministic,
+                                 size_t bucket_floats)
+    : comm_(comm), grads_(std::move(grads)), deterministic_(deterministic), bucket_floats_(std::max<size_t>(1, bucket_floats)) {
   for (const auto& g : grads_) num_grads_ += g.size();
   acc_.assign(num_grads_ + kLossFloats, 0.0f);
 }
@@ -74,17 +76,28 @@ double StepGradientSum::finish(int64_t step) {
   const int rank = comm_.rank(), size = comm_.size();
   auto bytes = [](std::vector<float>& v) { return std::as_writable_bytes(std::span<float>(v)); };
   if (size > 1 && deterministic_) {
-    // The partial sum travels 0 -> 1 -> ... -> size-1, each rank adding its micro-batches in order.
-    if (rank > 0) {
-      comm_.recv(bytes(acc_), rank - 1, what + " (partial sum from rank " + std::to_string(rank - 1) + ")");
-      for (size_t m = 0; m < kept_count_; ++m) {
-        const std::vector<float>& k = kept_[m];
-        float* a = acc_.data();
-        for (size_t i = 0; i < num_grads_; ++i) a[i] += k[i];
-        set_loss(acc_, loss_of(acc_) + loss_of(k));
+    // The partial sum travels 0 -> 1 -> ... -> size-1, bucket by bucket, each rank adding its
+    // micro-batches in order; the loss (a double in the last two floats) travels last, alone.
+    const std::string from_prev = what + " (partial sum from rank " + std::to_string(rank - 1) + ")";
+    for (size_t b0 = 0; b0 < acc_.size();) {
+      const bool loss_part = b0 == num_grads_;
+      const size_t b1 = loss_part ? acc_.size() : std::min(num_grads_, b0 + bucket_floats_);
+      const std::span<float> part(acc_.data() + b0, b1 - b0);
+      if (rank > 0) {
+        comm_.recv(std::as_writable_bytes(part), rank - 1, from_prev);
+        for (size_t m = 0; m < kept_count_; ++m) {
+          const std::vector<float>& k = kept_[m];
+          if (loss_part) {
+            set_loss(acc_, loss_of(acc_) + loss_of(k));
+          } else {
+            float* a = acc_.data();
+            for (size_t i = b0; i < b1; ++i) a[i] += k[i];
+          }
+        }
       }
+      if (rank + 1 < size) comm_.send(std::as_bytes(std::span<const float>(part)), rank + 1, what);
+      b0 = b1;
     }
-    if (rank + 1 < size) comm_.send(std::as_bytes(std::span<const float>(acc_)), rank + 1, what);
     comm_.broadcast(bytes(acc_), size - 1, what + " (total from rank " + std::to_string(size - 1) + ")");
   } else if (size > 1) {
     double loss = loss_of(acc_);

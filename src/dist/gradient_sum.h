@@ -8,9 +8,12 @@
 // adds its own, and so on; the last rank broadcasts the total. The result is bit for bit what one
 // process gets (it adds its micro-batches in the same order, each computed from zeroed
 // gradients), so N ranks train the same adapter as one process with N x accumulation. Cost: the
-// sum crosses the ranks one after the other (world - 1 sends of the whole buffer, then a
-// broadcast), and a rank other than 0 keeps its A micro-batches' gradients until the partial sum
-// reaches it. Otherwise (deterministic off) each rank adds its own and one all-reduce adds the
+// sum crosses the ranks one after the other, then the last rank broadcasts it, and a rank other
+// than 0 keeps its A micro-batches' gradients until the partial sum reaches it. The chain runs in
+// buckets (kBucketFloats, 16 MiB): rank r adds bucket b and passes it on while rank r + 1 adds
+// bucket b - 1, so a large buffer crosses N ranks in about one buffer's send time plus N - 2
+// buckets', not N - 1 whole sends (the additions per element are the same, so are the bits).
+// Otherwise (deterministic off) each rank adds its own and one all-reduce adds the
 // ranks' sums in the engine's order (MPI's, NCCL's ring): faster for many ranks, equal to one
 // process only to fp32 reassociation.
 //
@@ -28,9 +31,13 @@ namespace medtune::dist {
 
 class StepGradientSum {
  public:
+  static constexpr size_t kBucketFloats = size_t{4} << 20;
+
   // grads: the adapter's gradient buffers, which forward_backward writes into; `deterministic`:
-  // the ordered sum above, else one all-reduce.
-  StepGradientSum(Communicator& comm, std::vector<std::span<float>> grads, bool deterministic);
+  // the ordered sum above, else one all-reduce. bucket_floats: the ordered chain's bucket (tests
+  // use small ones).
+  StepGradientSum(Communicator& comm, std::vector<std::span<float>> grads, bool deterministic,
+                  size_t bucket_floats = kBucketFloats);
 
   // Before the step's first micro-batch.
   void begin_step();
@@ -55,6 +62,7 @@ class StepGradientSum {
   Communicator& comm_;
   std::vector<std::span<float>> grads_;
   bool deterministic_;
+  size_t bucket_floats_;
   size_t num_grads_ = 0;
   std::vector<float> acc_;                 // (num_grads + 2) the running sum, then the total
   int64_t micro_in_step_ = 0;

@@ -123,14 +123,15 @@ struct StepResult {
 };
 
 // World `world` with `accum` micro-batches per rank: each rank's result.
-std::vector<StepResult> run_world(int world, int accum, bool deterministic) {
+std::vector<StepResult> run_world(int world, int accum, bool deterministic,
+                                  size_t bucket_floats = StepGradientSum::kBucketFloats) {
   Hub hub;
   hub.size = world;
   std::vector<StepResult> results(static_cast<size_t>(world));
   auto body = [&](int rank) {
     ThreadRank comm(hub, rank);
     std::vector<float> p0(5), p1(3);
-    StepGradientSum sum(comm, {std::span<float>(p0), std::span<float>(p1)}, deterministic);
+    StepGradientSum sum(comm, {std::span<float>(p0), std::span<float>(p1)}, deterministic, bucket_floats);
     for (int step = 1; step <= 2; ++step) {  // twice: state is reset between steps
       sum.begin_step();
       for (int a = 0; a < accum; ++a) {
@@ -176,6 +177,24 @@ TEST(StepGradientSum, OrderedSumOverRanksIsBitIdenticalToOneProcess) {
       for (size_t i = 0; i < want.grads.size(); ++i)
         EXPECT_EQ(std::bit_cast<uint32_t>(got.grads[i]), std::bit_cast<uint32_t>(want.grads[i])) << "element " << i;
       EXPECT_EQ(got.loss, want.loss);
+    }
+  }
+}
+
+// The same in buckets: 8 gradient floats in buckets of 3 (3, 3, 2: a short last one) and of 1,
+// then the loss alone; each rank passes bucket b on before it receives bucket b + 1.
+TEST(StepGradientSum, OrderedSumInBucketsIsBitIdenticalToOneProcess) {
+  for (const size_t bucket : {size_t{1}, size_t{3}, size_t{8}}) {
+    for (const auto& [world, accum] : std::vector<std::pair<int, int>>{{2, 3}, {3, 2}, {4, 1}}) {
+      SCOPED_TRACE("bucket " + std::to_string(bucket) + ", world " + std::to_string(world) + " x accumulation " +
+                   std::to_string(accum));
+      const StepResult want = sequential(world * accum, 2);
+      for (const StepResult& got : run_world(world, accum, true, bucket)) {
+        ASSERT_EQ(got.grads.size(), want.grads.size());
+        for (size_t i = 0; i < want.grads.size(); ++i)
+          EXPECT_EQ(std::bit_cast<uint32_t>(got.grads[i]), std::bit_cast<uint32_t>(want.grads[i])) << "element " << i;
+        EXPECT_EQ(got.loss, want.loss);
+      }
     }
   }
 }
