@@ -54,7 +54,6 @@ ResumeSource::ResumeSource(ResumeSource&& other) noexcept
     : checkpoint_(std::move(other.checkpoint_)),
       chosen_path_(std::move(other.chosen_path_)),
       temp_dir_(std::move(other.temp_dir_)),
-      received_bytes_(other.received_bytes_),
       received_by_(std::move(other.received_by_)) {
   other.temp_dir_.clear();
 }
@@ -99,7 +98,6 @@ ResumeSource agree_on_resume_point(dist::Communicator& comm, const std::optional
     std::ofstream f(fs::path(temp) / name, std::ios::binary);
     f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!f) throw BadInput("cannot write " + (fs::path(temp) / name).string() + " (receiving the checkpoint from rank 0)");
-    out.received_bytes_ += bytes.size();
   }
   if (!here) {
     const std::string problem = checkpoint_problem(temp);

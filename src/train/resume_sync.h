@@ -37,8 +37,6 @@ class ResumeSource {
   const std::optional<CheckpointEntry>& checkpoint() const { return checkpoint_; }
   // Rank 0's path of it, for messages and the run summary (the same as checkpoint() unless received).
   const std::string& chosen_path() const { return chosen_path_.empty() && checkpoint_ ? checkpoint_->path : chosen_path_; }
-  // Bytes this rank received from rank 0 (0: read in place).
-  size_t received_bytes() const { return received_bytes_; }
   // The ranks that did not see the checkpoint and received it (the same list on every rank).
   const std::vector<int>& received_by() const { return received_by_; }
 
@@ -48,7 +46,6 @@ class ResumeSource {
   std::optional<CheckpointEntry> checkpoint_;
   std::string chosen_path_;
   std::string temp_dir_;  // the received copy's folder, removed with this object
-  size_t received_bytes_ = 0;
   std::vector<int> received_by_;
 };
 

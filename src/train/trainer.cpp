@@ -28,11 +28,11 @@
 #include "train/checkpoint_identity.h"
 #include "train/checkpoint_state.h"
 #include "train/grad_clip.h"
-#include "train/resume_sync.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
+#include "train/resume_sync.h"
 #include "train/run_manifest.h"
 #include "train/tensorboard_sink.h"
 
