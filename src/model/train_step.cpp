@@ -4,7 +4,6 @@
 #include <chrono>
 #include <ctime>
 #include <cstring>
-#include <deque>
 #include <optional>
 #include <string>
 
@@ -184,40 +183,55 @@ KvCache& training_cache(const ModelConfig& c, int64_t B, int64_t T, backend::Bac
 
 int64_t acts_bytes(const LayerActs& a) { return a.bytes(); }
 
-// The adapter's gradient accumulators on a device backend: zeroed arrays, [layer][proj], added
-// into the host dA, dB (where gradient accumulation and the optimizer read them) after the pass.
-// On the CPU none are needed: the layers accumulate into dA, dB directly.
+// The adapter's gradient accumulators on a device backend: one zeroed array holding every
+// projection's dA then dB, [layer][proj] in order, added into the host dA, dB (where gradient
+// accumulation and the optimizer read them) after the pass with one download, not one per
+// matrix (a few hundred small copies a pass). Each matrix starts on a kAlignFloats boundary, as
+// the allocator's own blocks do, so kernels may load it in wide words. On the CPU none are
+// needed: the layers accumulate into dA, dB directly.
 class DeviceGrads {
  public:
+  static constexpr size_t kAlignFloats = 64;  // 256 bytes: cudaMalloc's and hipMalloc's alignment
+
   DeviceGrads(backend::Backend& be, const LoraWeights& lora) {
+    size_t total = 0;
+    for (const auto& layer : lora.layers)
+      for (const LoraLinear& ll : layer) {
+        if (!ll.enabled()) continue;
+        for (const std::vector<float>* g : {&ll.dA, &ll.dB}) {
+          offsets_.push_back(total);
+          total += (g->size() + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+        }
+      }
+    flat_.fit(be, total);
+    flat_.zero();
     table_.resize(lora.layers.size());
+    size_t i = 0;
     for (size_t l = 0; l < lora.layers.size(); ++l)
       for (size_t p = 0; p < kNumProj; ++p) {
-        const LoraLinear& ll = lora.layers[l][p];
-        if (!ll.enabled()) continue;
-        backend::Array<float>& a = arrays_.emplace_back(be, ll.dA.size());
-        a.zero();
-        backend::Array<float>& b = arrays_.emplace_back(be, ll.dB.size());
-        b.zero();
-        table_[l][p] = {a.data(), b.data()};
+        if (!lora.layers[l][p].enabled()) continue;
+        table_[l][p] = {flat_.data() + offsets_[i], flat_.data() + offsets_[i + 1]};
+        i += 2;
       }
   }
   const std::vector<std::array<LoraGrad, kNumProj>>* table() const { return &table_; }
   // dA += the device's dA, dB likewise (host, in fp32 as the CPU accumulates micro-batches).
   void add_to_host(LoraWeights& lora) const {
+    const std::vector<float> d = flat_.download();
     size_t i = 0;
     for (auto& layer : lora.layers)
       for (LoraLinear& ll : layer) {
         if (!ll.enabled()) continue;
         for (std::vector<float>* g : {&ll.dA, &ll.dB}) {
-          const std::vector<float> d = arrays_[i++].download();
-          for (size_t j = 0; j < g->size(); ++j) (*g)[j] += d[j];
+          const float* src = d.data() + offsets_[i++];
+          for (size_t j = 0; j < g->size(); ++j) (*g)[j] += src[j];
         }
       }
   }
 
  private:
-  std::deque<backend::Array<float>> arrays_;  // deque: pointers stay valid as it grows
+  backend::Array<float> flat_;   // every dA and dB, padded to kAlignFloats
+  std::vector<size_t> offsets_;  // start of each dA, dB in flat_, in the order above
   std::vector<std::array<LoraGrad, kNumProj>> table_;
 };
 
