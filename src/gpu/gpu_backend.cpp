@@ -11,6 +11,7 @@
 // products and sums in fp32 (GemmEx). Everything else, the adapters' GEMMs included, is fp32.
 // Every call is queued on one stream; host-side index lists are staged into device memory on it.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,10 +73,14 @@ class GpuBackend final : public Backend {
     } else {
       try {
         buf = gpu::DeviceBuffer(rounded);
-      } catch (const Internal&) {
+      } catch (const gpu::OutOfMemory&) {
         held_ -= cached_bytes();
-        free_.clear();  // out of memory: give the cached buffers back and try once more
-        buf = gpu::DeviceBuffer(rounded);
+        free_.clear();  // give the cached buffers back and try once more
+        try {
+          buf = gpu::DeviceBuffer(rounded);
+        } catch (const gpu::OutOfMemory&) {
+          throw out_of_memory(rounded, "a working buffer (activations, keys/values or workspace)");
+        }
       }
     }
     void* p = buf.data();
@@ -114,7 +119,12 @@ class GpuBackend final : public Backend {
     if (bytes == 0) return nullptr;
     auto it = resident_.find(host);
     if (it != resident_.end() && it->second.bytes() == bytes) return it->second.data();
-    gpu::DeviceBuffer buf(bytes);
+    gpu::DeviceBuffer buf;
+    try {
+      buf = gpu::DeviceBuffer(bytes);
+    } catch (const gpu::OutOfMemory&) {
+      throw out_of_memory(bytes, "a resident weight tensor");
+    }
     gpu::copy_to_device_sync(buf.data(), host, bytes, *stream_);
     resident_bytes_ += static_cast<int64_t>(bytes);
     if (it != resident_.end()) {
@@ -302,6 +312,25 @@ class GpuBackend final : public Backend {
         ++sum.count;
       }
     return sum;
+  }
+
+  // The device ran out of memory allocating `bytes` for `what`: a user's sizing problem, said
+  // with the numbers and what shrinks them, instead of the runtime's bare error code.
+  BadInput out_of_memory(size_t bytes, const std::string& what) const {
+    const auto mib = [](double b) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024.0));
+      return std::string(buf);
+    };
+    const gpu::DeviceInfo now = gpu::device_info(index_);
+    return BadInput("gpu:" + std::to_string(index_) + " is out of memory: " + mib(static_cast<double>(bytes)) +
+                    " asked for " + what + ", " + mib(static_cast<double>(now.free_bytes)) + " free of " +
+                    mib(static_cast<double>(now.total_bytes)) + "; this process holds " +
+                    mib(static_cast<double>(resident_bytes_ + held_)) + " (resident weights " +
+                    mib(static_cast<double>(resident_bytes_)) + ", working buffers " + mib(static_cast<double>(held_)) +
+                    "). Lower the batch (micro_batch_size, sequence_len) or the context "
+                    "(--ctx-size), turn on gradient_checkpointing, or quantize the base (adapter: qlora, "
+                    "--base-quant nf4); `medtune train --dry-run` prints a training run's device plan");
   }
 
   int64_t cached_bytes() const {

@@ -126,8 +126,9 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   const gpuError_t err = gpuMalloc(&ptr_, bytes);
   if (err != gpuSuccess) {
     (void)gpuGetLastError();
-    throw Internal("GPU allocation of " + std::to_string(bytes) + " bytes failed: " +
-                   gpuGetErrorString(err));
+    const std::string what = "GPU allocation of " + std::to_string(bytes) + " bytes failed: " + gpuGetErrorString(err);
+    if (err == gpuErrorOutOfMemory) throw OutOfMemory(what);
+    throw Internal(what);
   }
 }
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/error.h"
+
 namespace medtune::gpu {
 
 // "cuda" or "hip": which toolkit this build's GPU sources were compiled with.
@@ -59,8 +61,16 @@ class Stream {
   void* handle_ = nullptr;
 };
 
-// Device memory, freed in the destructor; move-only. Allocation failure throws Internal (with the
-// size asked for). bytes == 0 holds no memory and a null pointer.
+// The device had too little memory for an allocation (the runtime's out-of-memory error, not
+// any other failure): the backend turns it into a message naming the device and what it holds.
+class OutOfMemory : public Internal {
+ public:
+  using Internal::Internal;
+};
+
+// Device memory, freed in the destructor; move-only. Allocation failure throws OutOfMemory when
+// the device is out of memory and Internal otherwise (both with the size asked for). bytes == 0
+// holds no memory and a null pointer.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;

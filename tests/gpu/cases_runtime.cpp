@@ -43,6 +43,23 @@ void register_runtime_cases(Registry& r) {
     c.record(empty.data() == nullptr, "a 0-byte buffer holds no memory");
   });
 
+  // An allocation larger than the device throws OutOfMemory (which the backend turns into a
+  // message with the numbers), not the Internal of other runtime failures; the device is usable
+  // afterwards (the runtime's sticky error was cleared).
+  r.add("runtime/out_of_memory", true, [](Checks& c, const gpu::Stream&) {
+    const gpu::DeviceInfo d = gpu::device_info(0);
+    bool oom = false;
+    try {
+      gpu::DeviceBuffer huge(static_cast<size_t>(d.total_bytes) * 2);
+    } catch (const gpu::OutOfMemory&) {
+      oom = true;
+    } catch (const Internal&) {
+    }
+    c.record(oom, "allocating twice the device's memory throws gpu::OutOfMemory");
+    gpu::DeviceBuffer after(4096);
+    c.record(after.data() != nullptr, "a 4 KiB allocation succeeds after it");
+  });
+
   // copy_rows_2d: rows of a block into a strided destination (the KV-cache append). The rest of
   // the destination (other positions, the other rows' tails) must keep its values. Bit-exact (a
   // copy). Shapes: (B, T, KVD) appended at `past` into (B, Smax, KVD).
