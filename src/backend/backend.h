@@ -25,6 +25,7 @@
 #include <string>
 
 #include "backend/device.h"
+#include "ops/adamw.h"
 #include "ops/dropout.h"
 #include "ops/linear.h"
 #include "ops/ops.h"
@@ -138,6 +139,17 @@ class Backend {
   // reach it through resident().
   virtual void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) = 0;
+
+  // ---- the optimizer step (ops/adamw.h) on trainable state in this backend's memory
+  // init + the sum of x[i]^2 in double, returned to the host. CPU: ops::sum_squares (one running
+  // sum in index order, so chaining calls gives train::global_grad_norm's bits). A GPU: double
+  // partial sums added in a fixed tree (the same result on every run, not the CPU's last bits).
+  virtual double sum_squares(const float* x, int64_t n, double init) = 0;
+  // ops::scale: x[i] *= s.
+  virtual void scale(float* x, int64_t n, float s) = 0;
+  // ops::adamw_update<float>: p, m, v updated in place from g; bit-identical on every backend.
+  virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const ops::AdamWHyper& h,
+                            double lr, int64_t step) = 0;
 };
 
 // The CPU backend, shared by every caller (it holds no per-call state: each op's scratch is the

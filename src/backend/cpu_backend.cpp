@@ -176,6 +176,12 @@ class CpuBackend final : public Backend {
                 blas_int(K, "K"), alpha, A, blas_int(lda, "lda"), B, blas_int(ldb, "ldb"), beta, C,
                 blas_int(ldc, "ldc"));
   }
+  double sum_squares(const float* x, int64_t n, double init) override { return ops::sum_squares(x, n, init); }
+  void scale(float* x, int64_t n, float s) override { ops::scale(x, n, s); }
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const ops::AdamWHyper& h, double lr,
+                    int64_t step) override {
+    ops::adamw_update<float>(p, g, m, v, n, h, lr, step);
+  }
 
  private:
   Precision precision_;

@@ -1,4 +1,4 @@
-// AdamW, bit-identical with train::adamw_update<float> (src/train/optimizer.cpp, which is in turn
+// AdamW, bit-identical with ops::adamw_update<float> (src/ops/cpu/adamw.cpp, which is in turn
 // bit-identical with torch.optim.AdamW on the CPU; the op-by-op derivation is there).
 //
 // The host forms the scalars in double and rounds each to float exactly as the CPU does; the

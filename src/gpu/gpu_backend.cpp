@@ -265,6 +265,13 @@ class GpuBackend final : public Backend {
     gpu::gemm(*blas_, ta == Trans::kYes, tb == Trans::kYes, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
 
+  double sum_squares(const float* x, int64_t n, double init) override { return gpu::sum_squares(x, n, init, *stream_); }
+  void scale(float* x, int64_t n, float s) override { gpu::scale_inplace(x, s, n, *stream_); }
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const ops::AdamWHyper& h, double lr,
+                    int64_t step) override {
+    gpu::adamw_update(p, g, m, v, n, gpu::AdamWScalars{lr, h.beta1, h.beta2, h.eps, h.weight_decay}, step, *stream_);
+  }
+
  private:
   // A device buffer that only grows (staging of host index lists, temporaries).
   struct Scratch {

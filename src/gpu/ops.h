@@ -77,16 +77,21 @@ void cross_entropy_forward(float* losses, const float* logits, const int64_t* ta
 void cross_entropy_backward(float* dlogits, const float* logits, const int64_t* targets, int64_t N,
                             int64_t V, float scale, const Stream& stream);
 
-// ---- AdamW (train::adamw_update<float>): one update of n elements at 1-based `step` with
+// ---- AdamW (ops::adamw_update<float>): one update of n elements at 1-based `step` with
 // learning rate `lr`; p updated, m and v (fp32 moments) updated. The scalars are formed on the host
 // in double exactly as the CPU does, and every element's arithmetic rounds as the CPU's, so the
-// result is bit-identical to train::adamw_update<float>.
+// result is bit-identical to ops::adamw_update<float>.
 struct AdamWScalars {
   double lr = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
 };
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& cfg,
                   int64_t step, const Stream& stream);
+
+// ---- init + the sum of x[i]^2 in double (ops::sum_squares), waited for and returned to the host.
+// Deterministic run to run (a launch shape fixed by n, a fixed tree); not the CPU's sequential
+// sum's last bits (sum_squares.cu).
+double sum_squares(const float* x, int64_t n, double init, const Stream& stream);
 
 // ---- dequantization to fp32 (medtune::dequantize_row; nf4::dequantize_blocks for NF4)
 // src: n elements of type t, laid out as on the CPU (ggml blocks; NF4 = medtune's row blocks: f32

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/adamw.h"
+
 namespace medtune::train {
 
 struct AdamWConfig {
@@ -27,6 +29,9 @@ struct ParamRef {
   const float* grad = nullptr;
   int64_t numel = 0;
 };
+
+// cfg's hyper-parameters as ops::adamw_update and Backend::adamw_update take them.
+ops::AdamWHyper hyper(const AdamWConfig& cfg);
 
 // Throws BadInput naming the field when a value is outside what torch accepts
 // (lr, eps, weight_decay >= 0; 0 <= beta < 1).
@@ -47,6 +52,8 @@ class AdamW {
   // Updates every parameter from its gradient with this step's lr (from the schedule), then
   // counts the step. The first call is step 1, as in torch.
   void step(double lr);
+  // BadInput unless lr is finite and >= 0 (what step() accepts).
+  static void check_lr(double lr);
 
   int64_t step_count() const { return step_; }
   // For resuming from a checkpoint (with m and v restored through the spans below).

@@ -1,12 +1,21 @@
+// The optimizer step's kernels. sum_squares (the gradient norm and the finiteness check) against
+// ops::sum_squares: every square of a float is exact in double, so the two sums differ only in
+// the order of their double additions: |gpu - cpu| <= 2 (n + 30) 2^-53 sum(x^2) (n - 1 roundings
+// of the CPU's running sum; at most n per thread plus the 8 levels of the block tree and 10 of the
+// 1024 partials on the GPU); the same bits on a second call (a fixed launch shape); Inf and NaN
+// elements carry through.
 // AdamW against train::adamw_update<float> (the CPU update, itself bit-identical with torch's).
 // Tolerance: bit-exact, over several consecutive steps: both sides form the scalars with the same
 // double code and perform the same fp32 operations in the same order with no contraction
 // (gpu/adamw.cu says how), and IEEE fp32 +, −, ×, ÷, sqrt and fma are correctly rounded on the CPU
 // and on both GPU vendors (no fast math in our builds).
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "gpu/ops.h"
 #include "op_test.h"
+#include "ops/adamw.h"
 #include "train/optimizer.h"
 
 namespace medtune::gpu_test {
@@ -50,9 +59,37 @@ void add_case(Registry& r, int64_t n, double beta1, double weight_decay, bool qu
   });
 }
 
+void add_sum_squares_case(Registry& r, int64_t n, bool quick) {
+  r.add("sum_squares/" + shape({{"n", n}}), quick, [=](Checks& c, const gpu::Stream& s) {
+    std::vector<float> x = random_normals(static_cast<size_t>(n), 71, 0.05f);
+    GuardedDevice<float> d_x(x, s);
+    const double init = 0.25;
+    const double want = ops::sum_squares(x.data(), n, init);
+    const double got = gpu::sum_squares(d_x.data(), n, init, s);
+    const double bound = 2.0 * (static_cast<double>(n) + 30.0) * std::ldexp(1.0, -53) * want;
+    c.record(std::abs(got - want) <= bound, "sum " + std::to_string(got) + " against the CPU's " +
+                                                std::to_string(want) + " within " + std::to_string(bound));
+    const double again = gpu::sum_squares(d_x.data(), n, init, s);
+    c.record(std::memcmp(&again, &got, sizeof got) == 0, "a second call gives the same bits");
+    c.guards("x", d_x, s);
+    if (n >= 3) {  // a non-finite element makes the sum non-finite (the update check relies on it)
+      const float inf = std::numeric_limits<float>::infinity();
+      gpu::copy_to_device_sync(d_x.data() + n / 2, &inf, sizeof inf, s);
+      c.record(std::isinf(gpu::sum_squares(d_x.data(), n, init, s)), "an Inf element gives Inf");
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      gpu::copy_to_device_sync(d_x.data() + n - 1, &nan, sizeof nan, s);
+      c.record(std::isnan(gpu::sum_squares(d_x.data(), n, init, s)), "a NaN element gives NaN");
+    }
+  });
+}
+
 }  // namespace
 
 void register_adamw_cases(Registry& r) {
+  add_sum_squares_case(r, 1, true);
+  add_sum_squares_case(r, 1001, true);
+  add_sum_squares_case(r, 256 * 1024 + 17, true);  // more blocks than the 1024 cap: threads stride
+  add_sum_squares_case(r, (int64_t{1} << 24) + 5, false);
   add_case(r, 1, 0.9, 0.0, true);
   add_case(r, 1001, 0.9, 0.01, true);
   add_case(r, 1001, 0.3, 0.1, true);

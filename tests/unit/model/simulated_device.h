@@ -241,6 +241,21 @@ class SimulatedDevice final : public backend::Backend {
     cpu().gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
 
+  double sum_squares(const float* x, int64_t n, double init) override {
+    dev("sum_squares", "x", x, f(n));
+    return cpu().sum_squares(x, n, init);
+  }
+  void scale(float* x, int64_t n, float s) override {
+    dev("scale", "x", x, f(n));
+    cpu().scale(x, n, s);
+  }
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const ops::AdamWHyper& h, double lr,
+                    int64_t step) override {
+    for (const auto& [name, ptr] : {std::pair<const char*, const float*>{"p", p}, {"g", g}, {"m", m}, {"v", v}})
+      dev("adamw_update", name, ptr, f(n));
+    cpu().adamw_update(p, g, m, v, n, h, lr, step);
+  }
+
   int64_t live_blocks() const { return static_cast<int64_t>(blocks_.size()); }
   int64_t allocations() const { return allocations_; }
 
