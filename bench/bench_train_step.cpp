@@ -10,8 +10,8 @@
 //                    [--checkpointing 0|1] [--answer-tokens K] [--row-shards S]
 //                    [--device cpu|gpu|gpu:N] [--targets all|qkvo] [--base-quant none|nf4]
 //                    [--peak-after K] [--precision fp32|bf16|auto]
-// On a device: the step time includes the gradients' download and the host AdamW step (the
-// optimizer stays on the host so far), and device_peak_mib is the backend's peak_bytes() at the
+// On a device: the step time includes the gradients' download and upload and the AdamW step there
+// (train/train_state.h, as the trainer runs it), and device_peak_mib is the backend's peak_bytes() at the
 // end; with --peak-after K also device_peak_after_mib, its value after step K (flat memory: equal).
 // --answer-tokens K > 0: only the last K positions of each row are targets (completion-only loss,
 // as in MCQ fine-tuning where the prompt is masked); 0 (default): every next token.
@@ -35,6 +35,7 @@
 #include "model/lora.h"
 #include "model/train_step.h"
 #include "train/optimizer.h"
+#include "train/train_state.h"
 #include "bench_timing.h"
 
 
@@ -92,6 +93,8 @@ int main(int argc, char** argv) {
         params.push_back({"B", ll.B.data(), ll.dB.data(), static_cast<int64_t>(ll.B.size())});
       }
   train::AdamW adamw(train::AdamWConfig{}, params);
+  train::TrainState state(be, lora, adamw);  // the adapter and AdamW's moments where the model computes
+  state.to_device();
 
   // (B, T) random ids; targets[t] = ids[t + 1] (the last position of each row has none).
   model::TrainBatch batch;
@@ -124,7 +127,8 @@ int main(int argc, char** argv) {
     loss = model::forward_backward(m, lora, batch, opt).loss_sum * opt.loss_scale;
     const auto t1 = std::chrono::steady_clock::now();
     const std::clock_t c1 = std::clock();
-    adamw.step(1e-4);
+    state.load_gradients();
+    state.adamw_step(1e-4);
     if (s == peak_after) peak_after_bytes = be.peak_bytes();
     if (s > 0) {
       times.push_back(seconds_since(t0));

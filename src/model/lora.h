@@ -41,6 +41,12 @@ struct LoraLinear {
   std::vector<float> B;   // (out, r)
   std::vector<float> dA;  // (r, in)  gradients, accumulated by backward
   std::vector<float> dB;  // (out, r)
+  // Set while a trainer keeps A and B on a device (train/train_state.h): that device's copies,
+  // which its optimizer updates in place; the host A and B lag behind until the trainer copies
+  // them back. Null: the model's backend reads its resident() copy of A and B (A and B
+  // themselves on the CPU).
+  const float* device_A = nullptr;  // (r, in)
+  const float* device_B = nullptr;  // (out, r)
   bool enabled() const { return r > 0; }
 };
 

@@ -19,10 +19,13 @@ const float* lora_input(backend::Backend& be, const float* x, float* xd, int64_t
   return xd;
 }
 
-// The adapter matrices as `be` reads them.
-const float* dev(backend::Backend& be, const std::vector<float>& m) {
+// The adapter matrices as `be` reads them: a trainer's device copy, or the backend's resident
+// copy of the host matrix (LoraLinear::device_A).
+const float* resident(backend::Backend& be, const std::vector<float>& m) {
   return static_cast<const float*>(be.resident(m.data(), m.size() * sizeof(float)));
 }
+const float* dev_A(backend::Backend& be, const LoraLinear& l) { return l.device_A != nullptr ? l.device_A : resident(be, l.A); }
+const float* dev_B(backend::Backend& be, const LoraLinear& l) { return l.device_B != nullptr ? l.device_B : resident(be, l.B); }
 
 }  // namespace
 
@@ -36,9 +39,9 @@ void lora_forward_add(backend::Backend& be, float* y, const float* x, const Lora
   }
   const int64_t R = lora.r, IN = lora.in, OUT = lora.out;
   // u (N, r) = xin (N, in) . A^T
-  be.gemm(Trans::kNo, Trans::kYes, N, R, IN, 1.0f, xin, IN, dev(be, lora.A), IN, 0.0f, u, R);
+  be.gemm(Trans::kNo, Trans::kYes, N, R, IN, 1.0f, xin, IN, dev_A(be, lora), IN, 0.0f, u, R);
   // y (N, out) += s * u (N, r) . B^T
-  be.gemm(Trans::kNo, Trans::kYes, N, OUT, R, s, u, R, dev(be, lora.B), R, 1.0f, y, OUT);
+  be.gemm(Trans::kNo, Trans::kYes, N, OUT, R, s, u, R, dev_B(be, lora), R, 1.0f, y, OUT);
 }
 
 void project_forward(backend::Backend& be, float* y, const float* x, const ops::StoredMatrix& W, const float* bias,
@@ -63,18 +66,18 @@ void lora_backward(backend::Backend& be, float* dx, const float* dy, const float
   // dB (out, r) += s * dy^T (out, N) . u (N, r)
   be.gemm(Trans::kYes, Trans::kNo, OUT, R, N, s, dy, OUT, u, R, 1.0f, grad.dB, R);
   // du (N, r) = s * dy (N, out) . B (out, r)
-  be.gemm(Trans::kNo, Trans::kNo, N, R, OUT, s, dy, OUT, dev(be, lora.B), R, 0.0f, du, R);
+  be.gemm(Trans::kNo, Trans::kNo, N, R, OUT, s, dy, OUT, dev_B(be, lora), R, 0.0f, du, R);
   // dA (r, in) += du^T (r, N) . d(x) (N, in)
   const float* xin = lora_input(be, x, xd, N, lora.in, d);
   be.gemm(Trans::kYes, Trans::kNo, R, IN, N, 1.0f, du, R, xin, IN, 1.0f, grad.dA, IN);
   if (dx == nullptr) return;
   if (d.p <= 0) {
     // dx (N, in) += du (N, r) . A (r, in)
-    be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, dev(be, lora.A), IN, 1.0f, dx, IN);
+    be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, dev_A(be, lora), IN, 1.0f, dx, IN);
   } else {
     // Through the dropout: d(x) = mask * x / (1-p), so dx += mask / (1-p) * (du A).
     backend::Array<float> g(be, static_cast<size_t>(N * lora.in));  // (N, in)
-    be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, dev(be, lora.A), IN, 0.0f, g.data(), IN);
+    be.gemm(Trans::kNo, Trans::kNo, N, IN, R, 1.0f, du, R, dev_A(be, lora), IN, 0.0f, g.data(), IN);
     be.lora_dropout(g.data(), g.data(), N, lora.in, d);
     be.add_inplace(dx, g.data(), N * lora.in);
   }
@@ -112,9 +115,9 @@ template <typename G>
 const float* stack_a(backend::Backend& be, const G* g, int n, int64_t rs, int64_t in) {
   float* a = grow(be, group_scratch().a, rs * in);
   for (int i = 0; i < n; ++i) {
-    const std::vector<float>& A = g[i].lora->A;
-    be.copy(a, dev(be, A), A.size() * sizeof(float));
-    a += A.size();
+    const LoraLinear& l = *g[i].lora;
+    be.copy(a, dev_A(be, l), l.A.size() * sizeof(float));
+    a += l.A.size();
   }
   return group_scratch().a.data();
 }
@@ -130,7 +133,7 @@ void lora_group_forward(backend::Backend& be, const LoraGroupForward* g, int n, 
   for (int i = 0; i < n; ++i) {
     const LoraLinear& l = *g[i].lora;
     // y_i (N, out) += s * u[:, off : off + r] (N, r) . B_i^T
-    be.gemm(Trans::kNo, Trans::kYes, N, l.out, l.r, s, u + off, rs, dev(be, l.B), l.r, 1.0f, g[i].y, l.out);
+    be.gemm(Trans::kNo, Trans::kYes, N, l.out, l.r, s, u + off, rs, dev_B(be, l), l.r, 1.0f, g[i].y, l.out);
     if (g[i].u != nullptr) be.copy_rows(g[i].u, l.r, u + off, rs, N, l.r);
     off += l.r;
   }
@@ -146,7 +149,7 @@ void lora_group_backward(backend::Backend& be, float* dx, const LoraGroupBackwar
     // dB_i (out, r) += s * dy_i^T (out, N) . u_i (N, r)
     be.gemm(Trans::kYes, Trans::kNo, l.out, l.r, N, s, g[i].dy, l.out, g[i].u, l.r, 1.0f, g[i].grad.dB, l.r);
     // du[:, off : off + r] (N, r) = s * dy_i (N, out) . B_i (out, r)
-    be.gemm(Trans::kNo, Trans::kNo, N, l.r, l.out, s, g[i].dy, l.out, dev(be, l.B), l.r, 0.0f, du + off, rs);
+    be.gemm(Trans::kNo, Trans::kNo, N, l.r, l.out, s, g[i].dy, l.out, dev_B(be, l), l.r, 0.0f, du + off, rs);
     off += l.r;
   }
   // [dA_1; dA_2; ...] (sum r, in) = du^T (sum r, N) . x (N, in), then added into each dA_i.

@@ -247,7 +247,8 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
   const int64_t L = c.num_hidden_layers, C = c.hidden_size;
   PhaseClock clock;
   StepTimes times;
-  // A device reads its own copy of A and B, which the optimizer changed since the last pass.
+  // A device reads a trainer's device copy of A and B (LoraLinear::device_A), or a resident copy
+  // of the host matrices, which the optimizer may have changed since the last pass: made afresh.
   if (!on_cpu)
     for (const auto& layer : lora.layers)
       for (const LoraLinear& ll : layer) {

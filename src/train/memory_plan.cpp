@@ -95,15 +95,15 @@ std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {
       << (m.shards > 1 ? ", adapter copies " + mib(m.copies) : std::string()) << "\n"
       << "  total (excluding the loss head's logits chunk) " << mib(m.total()) << "\n";
   if (m.on_device)
-    out << "device " << cfg.device << " memory plan (fp32; the optimizer stays on the host):\n"
+    out << "device " << cfg.device << " memory plan (fp32; the optimizer step runs there):\n"
         << "  base weights (resident, stored dtype) " << mib(m.device_weights) << "\n"
-        << "  LoRA parameters + gradients  " << mib(2 * m.params) << "\n"
+        << "  LoRA A, B + gradients (pass, step) + AdamW m, v " << mib(m.device_adapter()) << "\n"
         << "  activations                  " << mib(m.device_acts) << "\n"
         << "  keys/values                  " << mib(m.kv) << "\n"
         << "  workspace                    " << mib(m.device_workspace)
         << " (a dequantized weight chunk, a loss-head chunk of logits)\n"
         << "  device total                 " << mib(m.device_total()) << "\n"
-        << "  host: LoRA master + gradients + AdamW moments " << mib(4 * m.params)
+        << "  host: copies of LoRA A, B + gradients + AdamW moments " << mib(4 * m.params)
         << (m.nf4 > 0 ? ", NF4 base " + mib(m.nf4) : std::string()) << "\n";
   return out.str();
 }
@@ -124,7 +124,7 @@ double available_memory_bytes() {
 void refuse_if_too_large_on_device(const TrainConfig& cfg, const MemoryPlan& m, double free_bytes) {
   if (!m.on_device || free_bytes <= 0 || m.device_total() <= free_bytes) return;
   throw BadInput("the run needs " + mib(m.device_total()) + " on device " + cfg.device + " (base weights " +
-                 mib(m.device_weights) + ", LoRA + gradients " + mib(2 * m.params) + ", activations " +
+                 mib(m.device_weights) + ", LoRA + gradients + AdamW " + mib(m.device_adapter()) + ", activations " +
                  mib(m.device_acts) + ", keys/values " + mib(m.kv) + ", workspace " + mib(m.device_workspace) +
                  "), and " + mib(free_bytes) + " is free there: lower micro_batch_size (" +
                  std::to_string(cfg.micro_batch_size) + "), sequence_len (" + std::to_string(cfg.sequence_len) +

@@ -25,13 +25,16 @@ struct MemoryPlan {
   double total() const { return mapped + owned(); }
 
   // cfg.device other than cpu: what the device holds during a step. The base weights are resident
-  // in their stored dtype (NF4 for QLoRA), the adapter's A, B and its gradient accumulators beside
-  // them; AdamW's moments, the fp32 master A, B and dA, dB stay in host memory (owned() above,
-  // less the activations and keys/values, which live on the device). workspace: one dequantized
-  // weight chunk (fp32, at most 64 MiB) and one loss-head chunk of logits (256 x V fp32).
+  // in their stored dtype (NF4 for QLoRA); beside them the training state (train/train_state.h:
+  // the adapter's A and B, the step's gradients, AdamW's two moments) and one pass's gradient
+  // accumulators, 5 x params (each matrix padded to 256 bytes besides). The host keeps copies of
+  // A, B, dA, dB and the moments for the sum over micro-batches and ranks and for checkpoints
+  // (host_owned_with_device). workspace: one dequantized weight chunk (fp32, at most 64 MiB) and
+  // one loss-head chunk of logits (256 x V fp32).
   bool on_device = false;
   double device_weights = 0, device_acts = 0, device_workspace = 0;
-  double device_total() const { return device_weights + 2 * params + device_acts + kv + device_workspace; }
+  double device_adapter() const { return 5 * params; }
+  double device_total() const { return device_weights + device_adapter() + device_acts + kv + device_workspace; }
   double host_owned_with_device() const { return nf4 + 4 * params; }
 };
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <optional>
 #include <utility>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "model/train_step.h"
 #include "ops/ops.h"
 #include "train/optimizer.h"
+#include "train/train_state.h"
 
 namespace medtune::train {
 
@@ -161,10 +161,8 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol, b
   model::TrainOptions topt;
   topt.loss_scale = count > 0 ? 1.0 / static_cast<double>(count) : 0.0;
   lora.zero_grad();
-  // The training step runs on the CPU backend only so far (model/train_step.cpp).
-  std::optional<LlamaModel> cpu_model;
-  if (!be.device().is_cpu()) cpu_model.emplace(io::open_checkpoint(dir + "/base"));
-  LlamaModel& trained = cpu_model ? *cpu_model : model;
+  // The training step and AdamW run on the model's backend (a device: there, train/train_state.h).
+  LlamaModel& trained = model;
   r["training_checks_device"] = trained.backend().device().str();
   const auto step = model::forward_backward(trained, lora, tb, topt);
   const double lora_loss = step.tokens > 0 ? step.loss_sum / static_cast<double>(step.tokens) : 0.0;
@@ -211,7 +209,13 @@ ParityResult check_parity(const std::string& dir, const ParityTolerances& tol, b
   acfg.eps = am.at("eps").get<double>();
   acfg.weight_decay = am.at("weight_decay").get<double>();
   AdamW adamw(acfg, params);
-  adamw.step(acfg.lr);
+  {
+    TrainState state(trained.backend(), lora, adamw);
+    state.to_device();
+    state.load_gradients();
+    state.adamw_step(acfg.lr);
+    state.to_host();
+  }
   for (const auto& prm : params) {
     const auto want_p = tensor_to_f64(need(after, prm.name));
     p_got.insert(p_got.end(), prm.data, prm.data + prm.numel);

@@ -44,10 +44,10 @@ struct ParityResult {
   bool ok = false;        // every implemented check within tolerance
 };
 
-// Throws BadInput when the fixture directory is incomplete or malformed. The forward checks (base
-// and LoRA logits, loss, greedy tokens) run on `be`; the gradient and AdamW checks run on `be` when
-// it is a CPU backend (at its precision), on the CPU at fp32 for a GPU until the training step has
-// run on one (the report says where each ran). AdamW steps from medtune's own gradients at fp32,
+// Throws BadInput when the fixture directory is incomplete or malformed. Every check (base and
+// LoRA logits, loss, greedy tokens, LoRA gradients, the AdamW step) runs on `be` at its precision;
+// on a device the AdamW step runs there too (train/train_state.h; the report's
+// training_checks_device names where). AdamW steps from medtune's own gradients at fp32,
 // from the reference gradients at bf16 (its inputs' error is the gradient check's).
 ParityResult check_parity(const std::string& fixture_dir, const ParityTolerances& tol = {},
                           backend::Backend& be = backend::cpu());

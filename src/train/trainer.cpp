@@ -31,6 +31,7 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
+#include "train/train_state.h"
 #include "train/progress.h"
 #include "train/resume_sync.h"
 #include "train/run_manifest.h"
@@ -379,8 +380,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
 
   model::LoraWeights lora = model::init_lora(model.config(), lora_config(cfg), static_cast<uint64_t>(cfg.seed));
   AdamW adamw(adamw_config(cfg), lora_params(lora));
-  const std::vector<std::span<float>> grads_mut = lora_grads(lora);
-  const std::span<const std::span<float>> grads(grads_mut);
+  const std::vector<std::span<float>> grads = lora_grads(lora);  // host dA, dB: each micro-batch's, then the step's sum
 
   const StepPlan plan = plan_steps(global_cfg, example_lengths(data.train));
   ScheduleConfig sched;
@@ -507,6 +507,10 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     model::LlamaModel& m;
     ~Unset() { m.set_lora(nullptr); }
   } unset{model};
+  // The adapter, its gradients and AdamW's moments where the model computes: on a device, copies
+  // there that every step updates in place (the host copies are refreshed before each save).
+  TrainState state(model.backend(), lora, adamw);
+  state.to_device();
 
   // A resume in the checkpoint's own run directory continues its log from the checkpoint; one
   // into another output_dir (--resume PATH elsewhere) starts a new log there.
@@ -564,6 +568,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     if (done == last_saved) return;
     last_saved = done;
     if (!writer) return;
+    state.to_host();  // the adapter and AdamW's moments as the device has them now
     TrainerState st;
     st.step = done;
     st.total_steps = plan.total_steps;
@@ -602,7 +607,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   const int64_t input_tokens_before = sum.input_tokens;  // tokens_per_s counts this invocation's
   int64_t step = resumed.step;
   sum.stop_reason = "completed";
-  dist::StepGradientSum step_grads(comm, grads_mut, hooks.deterministic_reduction);
+  dist::StepGradientSum step_grads(comm, grads, hooks.deterministic_reduction);
   const int64_t first_micro = comm.rank() * cfg.gradient_accumulation_steps;  // this rank's share
   for (; step < plan.total_steps; ++step) {
     // Every rank stops at the same step: a signal or max_runtime seen by one is seen by all.
@@ -628,6 +633,10 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     model::TrainOptions opt;
     opt.loss_scale = step_targets > 0 ? 1.0 / static_cast<double>(step_targets) : 0.0;
     opt.gradient_checkpointing = cfg.gradient_checkpointing;
+    if (!hooks.cpu_pass_policies) {
+      opt.row_shards = 1;
+      opt.last_layer_rows_only = false;
+    }
     opt.dropout_seed = cfg.lora_dropout > 0 ? mix_seed(static_cast<uint64_t>(cfg.seed), static_cast<uint64_t>(step + 1)) : 0;
     // Each micro-batch from zeroed gradients, summed in the global order (dist/gradient_sum.h).
     step_grads.begin_step();
@@ -636,7 +645,13 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
       step_grads.add_micro_batch(model::forward_backward(model, lora, b, opt).loss_sum);
     }
     const double loss_sum = step_grads.finish(step + 1);
-    const double grad_norm = cfg.max_grad_norm > 0 ? clip_grad_norm(grads, cfg.max_grad_norm) : global_grad_norm(grads);
+    state.load_gradients();
+    // torch.nn.utils.clip_grad_norm_ (train/grad_clip.h), on the state's backend.
+    const double grad_norm = state.grad_norm();
+    if (cfg.max_grad_norm > 0) {
+      const float coef = clip_coefficient(grad_norm, cfg.max_grad_norm);
+      if (clip_changes_gradients(coef)) state.scale_gradients(coef);
+    }
     const double lr = lr_at(sched, step);
     const double loss = step_targets > 0 ? loss_sum / static_cast<double>(step_targets) : 0.0;
     // A non-finite loss or gradient would turn every weight into NaN: the step makes no update.
@@ -656,10 +671,10 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
       progress.message("warning: " + what + ": step skipped, no update (" + std::to_string(sum.skipped_steps) +
                        " of skip_nonfinite_steps " + std::to_string(cfg.skip_nonfinite_steps) + ")");
     } else {
-      adamw.step(lr);
+      state.adamw_step(lr);
       // An update can overflow even from finite gradients (a learning rate of 1e30): it cannot be
       // undone, so the run stops before anything holding it is saved.
-      if (!all_finite(lora)) {
+      if (!state.params_finite()) {
         sum.diverged = "step " + std::to_string(step + 1) + ": the update made LoRA weights NaN or Inf (learning rate " +
                        number_text(lr) + ")";
         sum.stop_reason = "diverged";
@@ -723,6 +738,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     sum.elapsed_s = seconds_since(t0);
     return sum;
   }
+  state.to_host();
   io::write_peft_adapter(sum.adapter_dir, model::lora_to_peft(lora, cfg.base_model), adapter_metadata);
   sum.elapsed_s = seconds_since(t0);
   manifest["run"] = run_record(sum, started);

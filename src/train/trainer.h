@@ -58,6 +58,10 @@ struct TrainHooks {
   // Sum the micro-batches' gradients in the single-process order (bit-identical to one process
   // with world x accumulation) rather than in one all-reduce (faster, equal to fp32 rounding).
   bool deterministic_reduction = true;
+  // The CPU's own policies in each training pass (model/train_step.h TrainOptions: row shards, the
+  // last layer run on the target rows only). Off: one pass over all rows, as a device runs it, so
+  // that a CPU run can be compared bit for bit with a device's (tests).
+  bool cpu_pass_policies = true;
 };
 
 struct EvalPoint {

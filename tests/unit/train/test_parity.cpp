@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "io/checkpoint.h"
 #include "train/parity.h"
+#include "unit/model/simulated_device.h"
 
 namespace medtune {
 namespace {
@@ -39,6 +40,17 @@ TEST_P(HfParity, Bf16WithinDerivedTolerances) {
   EXPECT_EQ(result.report["training_checks_device"], "cpu");
   // bf16 must actually round: the base logits are further from the reference than fp32's ~1e-6.
   EXPECT_GT(result.report["base_logits_max_rel_error"].get<double>(), 1e-5) << result.report.dump(2);
+}
+
+TEST_P(HfParity, OnASimulatedDeviceTrainingAndAdamWRunThere) {
+  // What `medtune-parity --device gpu` checks, on the simulated device (unit/model/simulated_device.h):
+  // the forward, the LoRA gradients and the AdamW step computed in a device's memory
+  // (train/train_state.h), at the fp32 tolerances.
+  static testing::SimulatedDevice device;  // outlives the per-thread scratch it holds
+  const auto result = train::check_parity(GetParam(), train::ParityTolerances{}, device);
+  EXPECT_TRUE(result.ok) << result.report.dump(2);
+  EXPECT_EQ(result.report["training_checks_device"], device.device().str());
+  EXPECT_LE(result.report["lora_adamw_max_rel_error"].get<double>(), train::ParityTolerances{}.adamw_rel);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HfParity, ::testing::ValuesIn(fixture_dirs()),

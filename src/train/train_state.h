@@ -1,0 +1,76 @@
+// The trainable state of a run in its backend's memory, and the optimizer step on it: the
+// adapter's A and B, the step's gradients and AdamW's moments; the gradient norm, clipping, the
+// AdamW update and the finiteness check as backend ops. The trainer (trainer.cpp) drives the CPU
+// and a device through this one sequence.
+//
+// On the CPU the state IS the host objects (the adapter's A, B, dA, dB vectors and AdamW's
+// moments): nothing is copied, and every op is the host arithmetic it always was (one running
+// double sum for the norm, the fp32 multiply of clipping, ops::adamw_update). On a device it is
+// four flat arrays there, one segment per parameter in AdamW's order, each on a 256-byte
+// boundary: parameters, gradients, m and v. LoraLinear::device_A/B point the model's LoRA path at
+// the parameters, so the forward, backward and update of a step never copy the adapter; the
+// step's summed gradients arrive with one upload (load_gradients), and the host copies of A, B,
+// m and v lag behind until to_host() (checkpoints, the end of the run).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/array.h"
+#include "backend/backend.h"
+#include "model/lora.h"
+#include "train/optimizer.h"
+
+namespace medtune::train {
+
+class TrainState {
+ public:
+  // adamw's parameters must be lora's A and B with dA and dB as gradients (trainer.cpp's
+  // lora_params). On a device, call to_device() before the first step.
+  TrainState(backend::Backend& be, model::LoraWeights& lora, AdamW& adamw);
+  ~TrainState();  // clears LoraLinear::device_A/B
+  TrainState(const TrainState&) = delete;
+  TrainState& operator=(const TrainState&) = delete;
+
+  bool on_device() const { return !be_.device().is_cpu(); }
+
+  // The host A, B, m and v into the state (after initialisation or a resume); no-op on the CPU.
+  void to_device();
+  // The host dA, dB (the step's sum over its micro-batches) into the state's gradients; no-op on
+  // the CPU, where they are the same memory.
+  void load_gradients();
+  // sqrt of the sum of every gradient element squared (train::global_grad_norm's bits on the CPU).
+  double grad_norm();
+  // Every gradient *= coef.
+  void scale_gradients(float coef);
+  // One AdamW update at learning rate lr from the gradients; counts the step in the AdamW object.
+  void adamw_step(double lr);
+  // Whether every element of A and B is finite.
+  bool params_finite();
+  // A and B into the adapter's host vectors, m and v into the AdamW object's; no-op on the CPU.
+  void to_host();
+
+  // Device bytes held (0 on the CPU).
+  int64_t device_bytes() const;
+
+ private:
+  // One parameter's four buffers in the backend's memory, n elements each.
+  struct Segment {
+    float* p;
+    float* g;
+    float* m;
+    float* v;
+    int64_t n;
+  };
+  // On a device, the whole state is one segment over the flat arrays (padding included: zeros,
+  // which AdamW keeps at zero and which add nothing to a sum of squares).
+  std::vector<Segment> segments_;
+
+  backend::Backend& be_;
+  model::LoraWeights& lora_;
+  AdamW& adamw_;
+  std::vector<int64_t> offset_;  // device: start of parameter i in the flat arrays (P + 1 entries)
+  backend::Array<float> p_, g_, m_, v_;
+};
+
+}  // namespace medtune::train

@@ -1,0 +1,297 @@
+// The training loop with the model on the simulated device (tests/unit/model/simulated_device.h),
+// where the adapter, its summed gradients and AdamW's moments live in the device's memory
+// (train/train_state.h) and each step's gradient norm, clipping, AdamW update and finiteness
+// check run there as backend ops, reading and writing only that memory. The run must equal the
+// CPU's bit for bit (the simulated device computes with the CPU's arithmetic): the adapter and
+// optimizer files, losses, gradient norms and evaluations; and a run stopped and resumed on the
+// device must end where the uninterrupted one does.
+#include <unistd.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "io/checkpoint.h"
+#include "model/llama.h"
+#include "train/grad_clip.h"
+#include "train/train_state.h"
+#include "train/trainer.h"
+#include "unit/model/simulated_device.h"
+
+namespace medtune::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kFixture = MEDTUNE_SOURCE_DIR "/tests/fixtures/hf/llama_gqa/base";
+
+// One for the process: layer scratch is kept per thread between calls (model/layer.cpp) and
+// released on the backend that allocated it, which must outlive it, as a GPU backend does.
+testing::SimulatedDevice& device() {
+  static testing::SimulatedDevice d;
+  return d;
+}
+
+std::vector<Example> examples(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Example> out;
+  for (int64_t i = 0; i < n; ++i) {
+    Example ex;
+    const int64_t len = 3 + static_cast<int64_t>(rng() % 8);
+    for (int64_t t = 0; t < len; ++t) ex.context.push_back(static_cast<int32_t>(3 + rng() % 90));
+    ex.answer = {static_cast<int32_t>(ex.context.back() % 97 + 1), static_cast<int32_t>(rng() % 97 + 1)};
+    out.push_back(std::move(ex));
+  }
+  return out;
+}
+
+TrainData data() {
+  TrainData d;
+  d.train = examples(10, 1);
+  d.val = examples(3, 2);
+  return d;
+}
+
+// Accumulation over micro-batches, dropout, weight decay, a warm-up and cosine schedule, and a
+// max_grad_norm that the early steps' gradients exceed (so clipping scales them).
+TrainConfig config(const std::string& out) {
+  TrainConfig cfg;
+  cfg.base_model = kFixture;
+  cfg.lora_r = 4;
+  cfg.lora_alpha = 8;
+  cfg.lora_dropout = 0.1;
+  cfg.lora_target_modules = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::down};
+  cfg.micro_batch_size = 3;
+  cfg.gradient_accumulation_steps = 2;
+  cfg.max_steps = 6;
+  cfg.learning_rate = 2e-2;
+  cfg.lr_scheduler = ScheduleKind::kCosine;
+  cfg.warmup_steps = 1;
+  cfg.weight_decay = 0.01;
+  cfg.max_grad_norm = 0.05;
+  cfg.save_steps = 2;
+  cfg.eval_steps = 3;
+  cfg.output_dir = out;
+  cfg.seed = 11;
+  return cfg;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / ("medtune_test_device_train_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Each logged step's gradient norm (metrics.jsonl), in order.
+std::vector<double> grad_norms(const std::string& dir) {
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<double> out;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("grad_norm")) out.push_back(j["grad_norm"].get<double>());
+  }
+  return out;
+}
+
+void expect_same_run(const TrainSummary& got, const std::string& got_dir, const TrainSummary& ref,
+                     const std::string& ref_dir) {
+  EXPECT_EQ(got.steps, ref.steps);
+  EXPECT_EQ(got.losses, ref.losses);
+  ASSERT_EQ(got.evals.size(), ref.evals.size());
+  for (size_t i = 0; i < ref.evals.size(); ++i) {
+    EXPECT_EQ(got.evals[i].step, ref.evals[i].step);
+    EXPECT_EQ(got.evals[i].loss, ref.evals[i].loss) << "evaluation at step " << ref.evals[i].step;
+  }
+  EXPECT_EQ(grad_norms(got_dir), grad_norms(ref_dir));
+  for (const char* file : {"adapter/adapter_model.safetensors", "checkpoint-6/adapter_model.safetensors",
+                           "checkpoint-6/optimizer.safetensors", "checkpoint-4/optimizer.safetensors"})
+    EXPECT_TRUE(read_file(got_dir + "/" + file) == read_file(ref_dir + "/" + file)) << file << " differs";
+}
+
+// An adapter with every value set (A, B, dA, dB) and its AdamW, whose parameters are A and B in
+// trainer.cpp's order.
+struct Adapter {
+  model::LoraWeights lora;
+  std::unique_ptr<AdamW> adamw;
+  explicit Adapter(const ModelConfig& c) {
+    model::LoraConfig lc;
+    lc.r = 3;  // odd sizes: the device's matrices are padded to 64 floats
+    lc.alpha = 6;
+    lc.targets = {model::Proj::q, model::Proj::v, model::Proj::down};
+    lora = model::init_lora(c, lc, 3);
+    std::mt19937_64 rng(4);
+    std::normal_distribution<float> n(0.0f, 0.1f);
+    std::vector<ParamRef> params;
+    for (auto& layer : lora.layers)
+      for (auto& ll : layer) {
+        if (!ll.enabled()) continue;
+        for (auto* v : {&ll.B, &ll.dA, &ll.dB})
+          for (float& x : *v) x = n(rng);
+        params.push_back({"A", ll.A.data(), ll.dA.data(), static_cast<int64_t>(ll.A.size())});
+        params.push_back({"B", ll.B.data(), ll.dB.data(), static_cast<int64_t>(ll.B.size())});
+      }
+    AdamWConfig cfg;
+    cfg.lr = 1e-2;
+    cfg.weight_decay = 0.1;
+    adamw = std::make_unique<AdamW>(cfg, params);
+  }
+  std::vector<std::span<float>> grads() {
+    std::vector<std::span<float>> g;
+    for (auto& layer : lora.layers)
+      for (auto& ll : layer)
+        if (ll.enabled()) {
+          g.emplace_back(ll.dA);
+          g.emplace_back(ll.dB);
+        }
+    return g;
+  }
+  std::vector<float> values() const {  // A, B, m, v in order
+    std::vector<float> out;
+    for (const auto& layer : lora.layers)
+      for (const auto& ll : layer) {
+        out.insert(out.end(), ll.A.begin(), ll.A.end());
+        out.insert(out.end(), ll.B.begin(), ll.B.end());
+      }
+    for (size_t i = 0; i < adamw->num_params(); ++i) {
+      out.insert(out.end(), adamw->m(i).begin(), adamw->m(i).end());
+      out.insert(out.end(), adamw->v(i).begin(), adamw->v(i).end());
+    }
+    return out;
+  }
+};
+
+// Two optimizer steps with clipping through TrainState: on the CPU it works on the host objects
+// themselves; on the device on its own copies, and the host values after to_host() are the
+// CPU's bit for bit (norms included), as are the host-only functions' (global_grad_norm,
+// clip_grad_norm, AdamW::step).
+TEST(TrainState, StepsOnTheCpuAndOnADeviceEqualTheHostOptimizer) {
+  const ModelConfig c = io::open_checkpoint(kFixture).config;
+  Adapter host(c), cpu(c), dev(c);
+  std::vector<double> host_norms, cpu_norms, dev_norms;
+  for (int step = 0; step < 2; ++step) {
+    host_norms.push_back(clip_grad_norm(host.grads(), 0.5));
+    host.adamw->step(1e-2);
+  }
+  {
+    TrainState state(backend::cpu(), cpu.lora, *cpu.adamw);
+    EXPECT_FALSE(state.on_device());
+    EXPECT_EQ(state.device_bytes(), 0);
+    state.load_gradients();  // once: the second step reuses the clipped gradients, as on the host
+    for (int step = 0; step < 2; ++step) {
+      cpu_norms.push_back(state.grad_norm());
+      const float coef = clip_coefficient(cpu_norms.back(), 0.5);
+      ASSERT_TRUE(clip_changes_gradients(coef));
+      state.scale_gradients(coef);
+      state.adamw_step(1e-2);
+      EXPECT_TRUE(state.params_finite());
+    }
+    EXPECT_EQ(cpu.lora.at(0, model::Proj::q).device_A, nullptr);
+  }
+  {
+    const std::vector<float> before = dev.values();
+    TrainState state(device(), dev.lora, *dev.adamw);
+    EXPECT_TRUE(state.on_device());
+    int64_t numel = 0;
+    for (size_t i = 0; i < dev.adamw->num_params(); ++i) numel += dev.adamw->param(i).numel;
+    EXPECT_GE(state.device_bytes(), 4 * 4 * numel);  // parameters, gradients, m, v
+    EXPECT_LE(state.device_bytes(), 4 * 4 * (numel + 64 * static_cast<int64_t>(dev.adamw->num_params())));
+    const model::LoraLinear& q0 = dev.lora.at(0, model::Proj::q);
+    ASSERT_NE(q0.device_A, nullptr);
+    EXPECT_NE(q0.device_A, q0.A.data());
+    state.to_device();
+    state.load_gradients();  // once: the second step reuses the clipped gradients, as on the host
+    for (int step = 0; step < 2; ++step) {
+      dev_norms.push_back(state.grad_norm());
+      const float coef = clip_coefficient(dev_norms.back(), 0.5);
+      ASSERT_TRUE(clip_changes_gradients(coef));
+      state.scale_gradients(coef);
+      state.adamw_step(1e-2);
+      EXPECT_TRUE(state.params_finite());
+    }
+    EXPECT_EQ(dev.values(), before);  // the host copies lag until to_host()
+    state.to_host();
+  }
+  EXPECT_EQ(dev.lora.at(0, model::Proj::q).device_A, nullptr);  // cleared with the state
+  EXPECT_EQ(cpu_norms, host_norms);
+  EXPECT_EQ(dev_norms, host_norms);
+  EXPECT_EQ(cpu.values(), host.values());
+  EXPECT_EQ(dev.values(), host.values());
+  EXPECT_EQ(cpu.adamw->step_count(), 2);
+  EXPECT_EQ(dev.adamw->step_count(), 2);
+}
+
+TEST(TrainOnDevice, EqualsTheCpuRunBitForBit) {
+  const TrainData d = data();
+  std::ostringstream log;
+  const auto cpu_dir = fresh_dir("cpu");
+  model::LlamaModel cpu_model(io::open_checkpoint(kFixture));
+  TrainHooks one_pass;  // the CPU's row shards and last-layer row restriction off, as on a device
+  one_pass.cpu_pass_policies = false;
+  const auto ref = run_training(config(cpu_dir), cpu_model, d, one_pass, log);
+  ASSERT_EQ(ref.steps, 6);
+  // Clipping must have acted: every step's norm is above max_grad_norm, and the same run without
+  // clipping ends with another adapter.
+  for (const double norm : grad_norms(cpu_dir)) EXPECT_GT(norm, config(cpu_dir).max_grad_norm);
+  const auto unclipped_dir = fresh_dir("cpu_unclipped");
+  TrainConfig unclipped = config(unclipped_dir);
+  unclipped.max_grad_norm = 0;
+  EXPECT_NE(run_training(unclipped, cpu_model, d, one_pass, log).losses, ref.losses);
+  fs::remove_all(unclipped_dir);
+
+  const auto dev_dir = fresh_dir("device");
+  model::LlamaModel dev_model(io::open_checkpoint(kFixture), model::WeightQuant::kNone, device());
+  const auto got = run_training(config(dev_dir), dev_model, d, {}, log);
+  expect_same_run(got, dev_dir, ref, cpu_dir);
+  // The state's arrays (parameters, gradients, moments) go back with the run: a second run
+  // leaves the device holding as many blocks as the first left (the layers' per-thread scratch).
+  const int64_t blocks_after_first = device().live_blocks();
+  fs::remove_all(dev_dir);
+  run_training(config(dev_dir), dev_model, d, {}, log);
+  EXPECT_EQ(device().live_blocks(), blocks_after_first);
+  fs::remove_all(cpu_dir);
+  fs::remove_all(dev_dir);
+}
+
+// Stops after step 3's evaluation, then resumes from checkpoint-3 on the device: the state is
+// copied back to the host for each save and up to the device on resume.
+TEST(TrainOnDevice, StoppedAndResumedEqualsTheUninterruptedRun) {
+  const TrainData d = data();
+  std::ostringstream log;
+  model::LlamaModel dev_model(io::open_checkpoint(kFixture), model::WeightQuant::kNone, device());
+  const auto ref_dir = fresh_dir("uninterrupted");
+  const auto ref = run_training(config(ref_dir), dev_model, d, {}, log);
+
+  const auto dir = fresh_dir("sliced");
+  TrainConfig cfg = config(dir);
+  int calls = 0;
+  TrainHooks stop_at_step3;
+  stop_at_step3.accuracy = [&calls] {
+    if (++calls == 2) request_stop();  // evaluations at steps 0 and 3
+    return 0.5;
+  };
+  const auto first = run_training(cfg, dev_model, d, stop_at_step3, log);
+  ASSERT_EQ(first.stop_reason, "signal");
+  ASSERT_EQ(first.steps, 3);
+  cfg.resume_from_checkpoint = "auto";
+  const auto rest = run_training(cfg, dev_model, d, {}, log);
+  EXPECT_EQ(rest.resumed_from, dir + "/checkpoint-3");
+  EXPECT_EQ(rest.losses, ref.losses);
+  for (const char* file : {"adapter/adapter_model.safetensors", "checkpoint-6/optimizer.safetensors"})
+    EXPECT_TRUE(read_file(dir + "/" + file) == read_file(ref_dir + "/" + file)) << file << " differs";
+  fs::remove_all(ref_dir);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace medtune::train
