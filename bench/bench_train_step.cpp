@@ -10,8 +10,8 @@
 //                    [--checkpointing 0|1] [--answer-tokens K] [--row-shards S]
 //                    [--device cpu|gpu|gpu:N] [--targets all|qkvo] [--base-quant none|nf4]
 //                    [--peak-after K] [--precision fp32|bf16|auto]
-// On a device: the step time includes the gradients' download and upload and the AdamW step there
-// (train/train_state.h, as the trainer runs it), and device_peak_mib is the backend's peak_bytes() at the
+// On a device: the gradients and the AdamW step stay there (train/train_state.h, as the trainer
+// runs a step on one rank), and device_peak_mib is the backend's peak_bytes() at the
 // end; with --peak-after K also device_peak_after_mib, its value after step K (flat memory: equal).
 // --answer-tokens K > 0: only the last K positions of each row are targets (completion-only loss,
 // as in MCQ fine-tuning where the prompt is masked); 0 (default): every next token.
@@ -123,11 +123,18 @@ int main(int argc, char** argv) {
     const std::clock_t c0 = std::clock();
     model::StepTimes phases;
     opt.times = &phases;
-    lora.zero_grad();
+    // As the trainer runs one micro-batch per step on one rank: on a device the gradients stay
+    // there (TrainState's pass buffers), on the CPU they are the host dA, dB.
+    if (state.on_device()) {
+      opt.device_grads = state.pass_gradients();
+      state.zero_pass_gradients();
+    } else {
+      lora.zero_grad();
+    }
     loss = model::forward_backward(m, lora, batch, opt).loss_sum * opt.loss_scale;
     const auto t1 = std::chrono::steady_clock::now();
     const std::clock_t c1 = std::clock();
-    state.load_gradients();
+    if (state.on_device()) state.add_pass_to_step(true);
     state.adamw_step(1e-4);
     if (s == peak_after) peak_after_bytes = be.peak_bytes();
     if (s > 0) {

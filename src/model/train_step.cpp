@@ -255,8 +255,10 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
         be.forget(ll.A.data());
         be.forget(ll.B.data());
       }
-  std::optional<DeviceGrads> device_grads;
-  if (!on_cpu) device_grads.emplace(be, lora);
+  if (opt.device_grads != nullptr && on_cpu)
+    throw Internal("forward_backward: device gradient buffers given for a pass on the CPU");
+  std::optional<DeviceGrads> device_grads;  // the pass's own, when the caller gives none
+  if (!on_cpu && opt.device_grads == nullptr) device_grads.emplace(be, lora);
   Prepared p = prepare(model, batch);
   KvCache& cache = training_cache(c, batch.B, batch.T, be);  // keys/values of every layer: attention backward reads them
   std::copy(p.valid.begin(), p.valid.end(), cache.valid.begin());
@@ -277,6 +279,7 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
     if (rows_only && l == L - 1) call.out_rows = &p.rows;
     call.need_input_grad = l > 0;  // the embedding is frozen: nothing reads layer 0's dL/dx_in
     call.row0 = row0;
+    if (opt.device_grads != nullptr) call.grads = opt.device_grads;
     if (device_grads) call.grads = device_grads->table();
     return call;
   };

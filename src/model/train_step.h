@@ -2,11 +2,13 @@
 // tokens and the gradients of every LoRA parameter. The base model stays frozen.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "model/llama.h"
 #include "model/lora.h"
+#include "model/lora_linear.h"
 
 namespace medtune::model {
 
@@ -51,6 +53,10 @@ struct TrainOptions {
   // Row shards (model/row_shards.h): 0 = automatic, 1 = one pass with every op on all threads,
   // S > 1 = S shards (at most B) run on S threads at once.
   int64_t row_shards = 0;
+  // A device backend only: [layer][proj] buffers on that device that the pass adds its LoRA
+  // gradients into (a trainer's, train/train_state.h), leaving the host dA, dB untouched. Null:
+  // the pass accumulates into buffers of its own and adds them into the host dA, dB at its end.
+  const std::vector<std::array<LoraGrad, kNumProj>>* device_grads = nullptr;
 };
 
 struct TrainStepResult {
@@ -59,7 +65,8 @@ struct TrainStepResult {
   int64_t peak_activation_bytes = 0;
 };
 
-// Adds this batch's gradients (times loss_scale) into lora's dA/dB; does not zero them first.
+// Adds this batch's gradients (times loss_scale) into lora's dA/dB (or opt.device_grads); does
+// not zero them first.
 // With several threads the rows may be split into shards, one per thread (model/row_shards.h).
 TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
                                  const TrainOptions& opt);

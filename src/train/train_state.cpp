@@ -83,6 +83,37 @@ void TrainState::load_gradients() {
   if (!flat.empty()) be_.to_device(g_.data(), flat.data(), flat.size() * sizeof(float));
 }
 
+const std::vector<std::array<model::LoraGrad, model::kNumProj>>* TrainState::pass_gradients() {
+  if (!on_device()) throw Internal("TrainState::pass_gradients on the CPU");
+  if (pass_table_.empty()) {  // allocated at the first use: a run whose ranks sum on the host has none
+    pass_.fit(be_, g_.size());
+    pass_.zero();
+    pass_table_.resize(lora_.layers.size());
+    size_t i = 0;
+    for (size_t l = 0; l < lora_.layers.size(); ++l)
+      for (size_t p = 0; p < model::kNumProj; ++p) {
+        if (!lora_.layers[l][p].enabled()) continue;
+        pass_table_[l][p] = {pass_.data() + offset_[i], pass_.data() + offset_[i + 1]};
+        i += 2;
+      }
+  }
+  return &pass_table_;
+}
+
+void TrainState::zero_pass_gradients() {
+  if (!on_device() || pass_table_.empty()) throw Internal("TrainState::zero_pass_gradients before pass_gradients");
+  pass_.zero();
+}
+
+void TrainState::add_pass_to_step(bool first) {
+  if (!on_device() || pass_table_.empty()) throw Internal("TrainState::add_pass_to_step before pass_gradients");
+  if (pass_.empty()) return;
+  if (first)  // copied, not added to zero: the same bits (-0 too), as the host sum does
+    be_.copy(g_.data(), pass_.data(), pass_.bytes());
+  else
+    be_.add_inplace(g_.data(), pass_.data(), static_cast<int64_t>(pass_.size()));
+}
+
 double TrainState::grad_norm() {
   double sum = 0.0;
   for (const Segment& s : segments_) sum = be_.sum_squares(s.g, s.n, sum);
@@ -122,7 +153,7 @@ void TrainState::to_host() {
 }
 
 int64_t TrainState::device_bytes() const {
-  return static_cast<int64_t>(p_.bytes() + g_.bytes() + m_.bytes() + v_.bytes());
+  return static_cast<int64_t>(p_.bytes() + g_.bytes() + m_.bytes() + v_.bytes() + pass_.bytes());
 }
 
 }  // namespace medtune::train

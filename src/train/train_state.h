@@ -10,15 +10,19 @@
 // boundary: parameters, gradients, m and v. LoraLinear::device_A/B point the model's LoRA path at
 // the parameters, so the forward, backward and update of a step never copy the adapter; the
 // step's summed gradients arrive with one upload (load_gradients), and the host copies of A, B,
-// m and v lag behind until to_host() (checkpoints, the end of the run).
+// m and v lag behind until to_host() (checkpoints, the end of the run). With one rank, the sum
+// over micro-batches stays on the device too (pass_gradients); the host forms it where ranks
+// exchange it (dist/gradient_sum.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "backend/array.h"
 #include "backend/backend.h"
 #include "model/lora.h"
+#include "model/lora_linear.h"
 #include "train/optimizer.h"
 
 namespace medtune::train {
@@ -39,6 +43,15 @@ class TrainState {
   // The host dA, dB (the step's sum over its micro-batches) into the state's gradients; no-op on
   // the CPU, where they are the same memory.
   void load_gradients();
+  // On a device, the sum over a step's micro-batches can stay there: each pass adds into the
+  // pass buffers (model::TrainOptions::device_grads = pass_gradients(), zeroed first by
+  // zero_pass_gradients), and add_pass_to_step makes the step's gradients the first pass's
+  // (copied) or adds it (one fp32 addition per element, in micro-batch order: the host sum's
+  // bits). Device only (Internal on the CPU, whose passes write the host dA, dB); the pass
+  // buffers are allocated at the first pass_gradients() call.
+  const std::vector<std::array<model::LoraGrad, model::kNumProj>>* pass_gradients();
+  void zero_pass_gradients();
+  void add_pass_to_step(bool first);
   // sqrt of the sum of every gradient element squared (train::global_grad_norm's bits on the CPU).
   double grad_norm();
   // Every gradient *= coef.
@@ -50,7 +63,7 @@ class TrainState {
   // A and B into the adapter's host vectors, m and v into the AdamW object's; no-op on the CPU.
   void to_host();
 
-  // Device bytes held (0 on the CPU).
+  // Device bytes held (0 on the CPU): parameters, gradients, m, v, and the pass buffers once used.
   int64_t device_bytes() const;
 
  private:
@@ -71,6 +84,8 @@ class TrainState {
   AdamW& adamw_;
   std::vector<int64_t> offset_;  // device: start of parameter i in the flat arrays (P + 1 entries)
   backend::Array<float> p_, g_, m_, v_;
+  backend::Array<float> pass_;   // device: one pass's gradients, laid out as g_
+  std::vector<std::array<model::LoraGrad, model::kNumProj>> pass_table_;  // [layer][proj] into pass_
 };
 
 }  // namespace medtune::train

@@ -608,6 +608,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   int64_t step = resumed.step;
   sum.stop_reason = "completed";
   dist::StepGradientSum step_grads(comm, grads, hooks.deterministic_reduction);
+  const bool sum_on_device = state.on_device() && world == 1;
   const int64_t first_micro = comm.rank() * cfg.gradient_accumulation_steps;  // this rank's share
   for (; step < plan.total_steps; ++step) {
     // Every rank stops at the same step: a signal or max_runtime seen by one is seen by all.
@@ -638,14 +639,26 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
       opt.last_layer_rows_only = false;
     }
     opt.dropout_seed = cfg.lora_dropout > 0 ? mix_seed(static_cast<uint64_t>(cfg.seed), static_cast<uint64_t>(step + 1)) : 0;
-    // Each micro-batch from zeroed gradients, summed in the global order (dist/gradient_sum.h).
-    step_grads.begin_step();
-    for (const auto& b : micro) {
-      lora.zero_grad();
-      step_grads.add_micro_batch(model::forward_backward(model, lora, b, opt).loss_sum);
+    // Each micro-batch from zeroed gradients, summed in the global order: on one device, there
+    // (TrainState's pass buffers); otherwise on the host, where the ranks exchange the sum
+    // (dist/gradient_sum.h). Both add the same fp32 values in the same order.
+    double loss_sum = 0.0;
+    if (sum_on_device) {
+      opt.device_grads = state.pass_gradients();
+      for (size_t k = 0; k < micro.size(); ++k) {
+        state.zero_pass_gradients();
+        loss_sum += model::forward_backward(model, lora, micro[k], opt).loss_sum;
+        state.add_pass_to_step(k == 0);
+      }
+    } else {
+      step_grads.begin_step();
+      for (const auto& b : micro) {
+        lora.zero_grad();
+        step_grads.add_micro_batch(model::forward_backward(model, lora, b, opt).loss_sum);
+      }
+      loss_sum = step_grads.finish(step + 1);
+      state.load_gradients();
     }
-    const double loss_sum = step_grads.finish(step + 1);
-    state.load_gradients();
     // torch.nn.utils.clip_grad_norm_ (train/grad_clip.h), on the state's backend.
     const double grad_norm = state.grad_norm();
     if (cfg.max_grad_norm > 0) {

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "train/grad_clip.h"
@@ -206,6 +207,7 @@ TEST(TrainState, StepsOnTheCpuAndOnADeviceEqualTheHostOptimizer) {
     for (size_t i = 0; i < dev.adamw->num_params(); ++i) numel += dev.adamw->param(i).numel;
     EXPECT_GE(state.device_bytes(), 4 * 4 * numel);  // parameters, gradients, m, v
     EXPECT_LE(state.device_bytes(), 4 * 4 * (numel + 64 * static_cast<int64_t>(dev.adamw->num_params())));
+    EXPECT_THROW(state.zero_pass_gradients(), Internal);  // the pass buffers come with pass_gradients()
     const model::LoraLinear& q0 = dev.lora.at(0, model::Proj::q);
     ASSERT_NE(q0.device_A, nullptr);
     EXPECT_NE(q0.device_A, q0.A.data());
