@@ -19,11 +19,12 @@ const float* lora_input(backend::Backend& be, const float* x, float* xd, int64_t
   return xd;
 }
 
-// The adapter matrices as `be` reads them: a trainer's device copy, or the backend's resident
-// copy of the host matrix (LoraLinear::device_A).
+// The backend's resident copy of a host matrix.
 const float* resident(backend::Backend& be, const std::vector<float>& m) {
   return static_cast<const float*>(be.resident(m.data(), m.size() * sizeof(float)));
 }
+// The adapter matrices as `be` reads them: a trainer's device copy (LoraLinear::device_A/B), or
+// the resident copy of the host matrix.
 const float* dev_A(backend::Backend& be, const LoraLinear& l) { return l.device_A != nullptr ? l.device_A : resident(be, l.A); }
 const float* dev_B(backend::Backend& be, const LoraLinear& l) { return l.device_B != nullptr ? l.device_B : resident(be, l.B); }
 

@@ -31,11 +31,11 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
-#include "train/train_state.h"
 #include "train/progress.h"
 #include "train/resume_sync.h"
 #include "train/run_manifest.h"
 #include "train/tensorboard_sink.h"
+#include "train/train_state.h"
 
 namespace medtune::train {
 
