@@ -123,7 +123,13 @@ class GpuBackend final : public Backend {
     try {
       buf = gpu::DeviceBuffer(bytes);
     } catch (const gpu::OutOfMemory&) {
-      throw out_of_memory(bytes, "a resident weight tensor");
+      held_ -= cached_bytes();
+      free_.clear();  // give the cached buffers back and try once more, as allocate() does
+      try {
+        buf = gpu::DeviceBuffer(bytes);
+      } catch (const gpu::OutOfMemory&) {
+        throw out_of_memory(bytes, "a resident weight tensor");
+      }
     }
     gpu::copy_to_device_sync(buf.data(), host, bytes, *stream_);
     resident_bytes_ += static_cast<int64_t>(bytes);
