@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/quant.h"
 #include "model/layer.h"
+#include "model/lora_flat.h"
 #include "model/rope.h"
 #include "model/row_shards.h"
 #include "ops/backward.h"
@@ -183,36 +184,16 @@ KvCache& training_cache(const ModelConfig& c, int64_t B, int64_t T, backend::Bac
 
 int64_t acts_bytes(const LayerActs& a) { return a.bytes(); }
 
-// The adapter's gradient accumulators on a device backend: one zeroed array holding every
-// projection's dA then dB, [layer][proj] in order, added into the host dA, dB (where gradient
-// accumulation and the optimizer read them) after the pass with one download, not one per
-// matrix (a few hundred small copies a pass). Each matrix starts on a kAlignFloats boundary, as
-// the allocator's own blocks do, so kernels may load it in wide words. On the CPU none are
-// needed: the layers accumulate into dA, dB directly.
+// The adapter's gradient accumulators on a device backend, when the caller gives none: one zeroed
+// array of every dA and dB (model/lora_flat.h), added into the host dA, dB (where the ranks'
+// exchange reads them) after the pass with one download, not one per matrix (a few hundred
+// small copies a pass). On the CPU none are needed: the layers accumulate into dA, dB directly.
 class DeviceGrads {
  public:
-  static constexpr size_t kAlignFloats = 64;  // 256 bytes: cudaMalloc's and hipMalloc's alignment
-
-  DeviceGrads(backend::Backend& be, const LoraWeights& lora) {
-    size_t total = 0;
-    for (const auto& layer : lora.layers)
-      for (const LoraLinear& ll : layer) {
-        if (!ll.enabled()) continue;
-        for (const std::vector<float>* g : {&ll.dA, &ll.dB}) {
-          offsets_.push_back(total);
-          total += (g->size() + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
-        }
-      }
-    flat_.fit(be, total);
+  DeviceGrads(backend::Backend& be, const LoraWeights& lora) : layout_(lora) {
+    flat_.fit(be, static_cast<size_t>(layout_.total()));
     flat_.zero();
-    table_.resize(lora.layers.size());
-    size_t i = 0;
-    for (size_t l = 0; l < lora.layers.size(); ++l)
-      for (size_t p = 0; p < kNumProj; ++p) {
-        if (!lora.layers[l][p].enabled()) continue;
-        table_[l][p] = {flat_.data() + offsets_[i], flat_.data() + offsets_[i + 1]};
-        i += 2;
-      }
+    table_ = layout_.grad_table(lora, flat_.data());
   }
   const std::vector<std::array<LoraGrad, kNumProj>>* table() const { return &table_; }
   // dA += the device's dA, dB likewise (host, in fp32 as the CPU accumulates micro-batches).
@@ -223,15 +204,15 @@ class DeviceGrads {
       for (LoraLinear& ll : layer) {
         if (!ll.enabled()) continue;
         for (std::vector<float>* g : {&ll.dA, &ll.dB}) {
-          const float* src = d.data() + offsets_[i++];
+          const float* src = d.data() + layout_.offset(i++);
           for (size_t j = 0; j < g->size(); ++j) (*g)[j] += src[j];
         }
       }
   }
 
  private:
-  backend::Array<float> flat_;   // every dA and dB, padded to kAlignFloats
-  std::vector<size_t> offsets_;  // start of each dA, dB in flat_, in the order above
+  LoraFlatLayout layout_;
+  backend::Array<float> flat_;  // (layout_.total()) every dA and dB
   std::vector<std::array<LoraGrad, kNumProj>> table_;
 };
 

@@ -7,16 +7,8 @@
 
 namespace medtune::train {
 
-namespace {
-
-constexpr int64_t kAlignFloats = 64;  // 256 bytes: cudaMalloc's and hipMalloc's alignment
-
-int64_t padded(int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
-
-}  // namespace
-
 TrainState::TrainState(backend::Backend& be, model::LoraWeights& lora, AdamW& adamw)
-    : be_(be), lora_(lora), adamw_(adamw) {
+    : be_(be), lora_(lora), adamw_(adamw), layout_(lora) {
   // adamw's parameters, checked to be lora's A (gradient dA) and B (dB) in order.
   size_t i = 0;
   for (auto& layer : lora_.layers)
@@ -35,20 +27,18 @@ TrainState::TrainState(backend::Backend& be, model::LoraWeights& lora, AdamW& ad
   if (i != adamw_.num_params()) throw Internal("TrainState: AdamW has parameters beyond the adapter's");
   if (!on_device()) return;
 
-  offset_.assign(1, 0);
-  for (size_t k = 0; k < adamw_.num_params(); ++k) offset_.push_back(offset_.back() + padded(adamw_.param(k).numel));
-  const auto total = static_cast<size_t>(offset_.back());
+  const auto total = static_cast<size_t>(layout_.total());
   for (backend::Array<float>* a : {&p_, &g_, &m_, &v_}) {
     a->fit(be_, total);
     a->zero();
   }
-  if (total > 0) segments_.push_back({p_.data(), g_.data(), m_.data(), v_.data(), offset_.back()});
+  if (total > 0) segments_.push_back({p_.data(), g_.data(), m_.data(), v_.data(), layout_.total()});
   i = 0;
   for (auto& layer : lora_.layers)
     for (model::LoraLinear& ll : layer) {
       if (!ll.enabled()) continue;
-      ll.device_A = p_.data() + offset_[i];
-      ll.device_B = p_.data() + offset_[i + 1];
+      ll.device_A = p_.data() + layout_.offset(i);
+      ll.device_B = p_.data() + layout_.offset(i + 1);
       i += 2;
     }
 }
@@ -60,11 +50,11 @@ TrainState::~TrainState() {
 
 void TrainState::to_device() {
   if (!on_device()) return;
-  std::vector<float> flat(static_cast<size_t>(offset_.back()), 0.0f);
+  std::vector<float> flat(static_cast<size_t>(layout_.total()), 0.0f);
   const auto upload = [&](backend::Array<float>& dst, auto&& host_of) {
     for (size_t k = 0; k < adamw_.num_params(); ++k) {
       const float* src = host_of(k);
-      std::copy(src, src + adamw_.param(k).numel, flat.begin() + offset_[k]);
+      std::copy(src, src + adamw_.param(k).numel, flat.begin() + layout_.offset(k));
     }
     if (!flat.empty()) be_.to_device(dst.data(), flat.data(), flat.size() * sizeof(float));
   };
@@ -75,10 +65,10 @@ void TrainState::to_device() {
 
 void TrainState::load_gradients() {
   if (!on_device()) return;
-  std::vector<float> flat(static_cast<size_t>(offset_.back()), 0.0f);
+  std::vector<float> flat(static_cast<size_t>(layout_.total()), 0.0f);
   for (size_t k = 0; k < adamw_.num_params(); ++k) {
     const ParamRef& p = adamw_.param(k);
-    std::copy(p.grad, p.grad + p.numel, flat.begin() + offset_[k]);
+    std::copy(p.grad, p.grad + p.numel, flat.begin() + layout_.offset(k));
   }
   if (!flat.empty()) be_.to_device(g_.data(), flat.data(), flat.size() * sizeof(float));
 }
@@ -88,14 +78,7 @@ const std::vector<std::array<model::LoraGrad, model::kNumProj>>* TrainState::pas
   if (pass_table_.empty()) {  // allocated at the first use: a run whose ranks sum on the host has none
     pass_.fit(be_, g_.size());
     pass_.zero();
-    pass_table_.resize(lora_.layers.size());
-    size_t i = 0;
-    for (size_t l = 0; l < lora_.layers.size(); ++l)
-      for (size_t p = 0; p < model::kNumProj; ++p) {
-        if (!lora_.layers[l][p].enabled()) continue;
-        pass_table_[l][p] = {pass_.data() + offset_[i], pass_.data() + offset_[i + 1]};
-        i += 2;
-      }
+    pass_table_ = layout_.grad_table(lora_, pass_.data());
   }
   return &pass_table_;
 }
@@ -145,7 +128,7 @@ void TrainState::to_host() {
   const auto download = [&](const backend::Array<float>& src, auto&& host_of) {
     const std::vector<float> flat = src.download();
     for (size_t k = 0; k < adamw_.num_params(); ++k)
-      std::copy(flat.begin() + offset_[k], flat.begin() + offset_[k] + adamw_.param(k).numel, host_of(k));
+      std::copy(flat.begin() + layout_.offset(k), flat.begin() + layout_.offset(k) + adamw_.param(k).numel, host_of(k));
   };
   download(p_, [&](size_t k) { return adamw_.param(k).data; });
   download(m_, [&](size_t k) { return adamw_.m(k).data(); });

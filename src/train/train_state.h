@@ -22,6 +22,7 @@
 #include "backend/array.h"
 #include "backend/backend.h"
 #include "model/lora.h"
+#include "model/lora_flat.h"
 #include "model/lora_linear.h"
 #include "train/optimizer.h"
 
@@ -82,7 +83,7 @@ class TrainState {
   backend::Backend& be_;
   model::LoraWeights& lora_;
   AdamW& adamw_;
-  std::vector<int64_t> offset_;  // device: start of parameter i in the flat arrays (P + 1 entries)
+  model::LoraFlatLayout layout_;  // of the device's arrays; parameter i is matrix i
   backend::Array<float> p_, g_, m_, v_;
   backend::Array<float> pass_;   // device: one pass's gradients, laid out as g_
   std::vector<std::array<model::LoraGrad, model::kNumProj>> pass_table_;  // [layer][proj] into pass_
