@@ -16,9 +16,10 @@
 #   2 op tests      test_gpu_ops: every registered kernel case against its CPU reference (ops.log);
 #                   from the bundle, or else built standalone from tests/gpu (the previous way)
 #   2b nccl         test_gpu_ops --collectives: the NCCL all-reduce as a world of one rank (id,
-#                   communicator, ncclAllReduce of 1M-3M floats, bit for bit); libnccl.so.2 from
-#                   the GPU image (its CUDA lib folders, or the nvidia-nccl wheel torch brings), else
-#                   gpu-model/libnccl.so.2 if it travelled; NOT RUN (not failed) when none is found
+#                   communicator, ncclAllReduce of 17 to 3M floats staged from the host and in place
+#                   on device memory, bit for bit); libnccl.so.2 from the GPU image (its CUDA lib
+#                   folders, or the nvidia-nccl wheel torch brings), else gpu-model/libnccl.so.2 if
+#                   it travelled; NOT RUN (not failed) when none is found
 #   3 parity        medtune-parity --device gpu on every tests/fixtures/hf fixture: logits, loss,
 #                   greedy tokens and LoRA logits against transformers' float64, with
 #                   --precision fp32 (fp32 tolerances) and bf16 (train::bf16_tolerances)

@@ -20,6 +20,10 @@ std::string broadcast_string(Communicator& comm, std::string s, int root, const 
   return s;
 }
 
+void Communicator::allreduce_sum_device(float*, size_t, const std::string& what) {
+  throw Internal(backend_name() + " does not read device memory (" + what + "): stage it through the host");
+}
+
 // A world of one has no peer to talk to: reaching these is a bug in the caller.
 void SingleProcess::send(std::span<const std::byte>, int to, const std::string& what) {
   throw Internal("send to rank " + std::to_string(to) + " in a single-process run (" + what + ")");

@@ -35,6 +35,13 @@ class Communicator {
   virtual void allreduce_sum(std::span<float> data, const std::string& what) = 0;
   virtual void allreduce_sum(std::span<double> data, const std::string& what) = 0;
   virtual int64_t allreduce_max(int64_t value, const std::string& what) = 0;
+  // Whether the engine reads and writes this rank's GPU memory itself (NCCL/RCCL): then
+  // allreduce_sum_device takes the gradients where a device summed them. Otherwise a caller
+  // holding device memory stages it through the host (train/gradient_exchange.h).
+  virtual bool reads_device_memory() const { return false; }
+  // allreduce_sum of n floats at `device_data` in this rank's GPU memory, in place. The caller has
+  // finished writing them (its backend synchronized). Only where reads_device_memory().
+  virtual void allreduce_sum_device(float* device_data, size_t n, const std::string& what);
   // Every rank's string, in rank order, on every rank (start-up checks, evaluation results).
   virtual std::vector<std::string> allgather(const std::string& mine, const std::string& what) = 0;
   virtual void barrier(const std::string& what) = 0;

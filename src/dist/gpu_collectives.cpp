@@ -23,6 +23,10 @@ class GpuCollectives final : public Communicator {
   void broadcast(std::span<std::byte> d, int root, const std::string& what) override { host_.broadcast(d, root, what); }
   void allreduce_sum(std::span<float> data, const std::string&) override { coll_.allreduce_sum(data.data(), data.size()); }
   void allreduce_sum(std::span<double> data, const std::string& what) override { host_.allreduce_sum(data, what); }
+  bool reads_device_memory() const override { return true; }
+  void allreduce_sum_device(float* device_data, size_t n, const std::string&) override {
+    coll_.allreduce_sum_device(device_data, n);
+  }
   int64_t allreduce_max(int64_t v, const std::string& what) override { return host_.allreduce_max(v, what); }
   std::vector<std::string> allgather(const std::string& mine, const std::string& what) override {
     return host_.allgather(mine, what);

@@ -127,6 +127,12 @@ void Collective::allreduce_sum(float* data, size_t n) {
   check_gpu(gpuStreamSynchronize(impl_->stream), "synchronize");
 }
 
+void Collective::allreduce_sum_device(float* device_data, size_t n) {
+  check_nccl(api().all_reduce(device_data, device_data, n, ncclFloat32, ncclSum, impl_->comm, impl_->stream),
+             "ncclAllReduce");
+  check_gpu(gpuStreamSynchronize(impl_->stream), "synchronize");
+}
+
 }  // namespace medtune::gpu
 
 #endif  // MEDTUNE_GPU_WITH_COLLECTIVES

@@ -28,9 +28,13 @@ class Collective {
   Collective& operator=(const Collective&) = delete;
 
   // Sums host `data` over the ranks, in place: copies it to the device, ncclAllReduce (sum, fp32),
-  // copies back. The LoRA gradients live on the host today (the GPU backend downloads each
-  // micro-batch's, model/train_step.cpp), hence the two copies.
+  // copies back. For gradients summed on the host (the ordered exchange's ranks, and any float
+  // buffer the trainer exchanges there).
   void allreduce_sum(float* data, size_t n);
+  // Sums n floats of device memory over the ranks, in place (ncclAllReduce, sum, fp32), on this
+  // communicator's stream, and waits for it. The caller's writes to it must be complete: the
+  // training backend runs on a stream of its own, synchronized before this call.
+  void allreduce_sum_device(float* device_data, size_t n);
 
  private:
   struct Impl;

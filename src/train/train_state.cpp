@@ -1,6 +1,7 @@
 #include "train/train_state.h"
 
 #include <cmath>
+#include <span>
 #include <string>
 
 #include "core/error.h"
@@ -95,6 +96,26 @@ void TrainState::add_pass_to_step(bool first) {
     be_.copy(g_.data(), pass_.data(), pass_.bytes());
   else
     be_.add_inplace(g_.data(), pass_.data(), static_cast<int64_t>(pass_.size()));
+}
+
+double TrainState::allreduce_gradients(dist::Communicator& comm, double loss_sum, const std::string& what) {
+  if (!on_device()) throw Internal("TrainState::allreduce_gradients on the CPU");
+  if (!g_.empty()) {
+    be_.synchronize();  // the passes' additions into g_ are complete before another engine reads it
+    if (comm.reads_device_memory()) {
+      comm.allreduce_sum_device(g_.data(), g_.size(), what);
+    } else {
+      std::vector<float> host = g_.download();
+      comm.allreduce_sum(std::span<float>(host), what);
+      be_.to_device(g_.data(), host.data(), host.size() * sizeof(float));
+    }
+  }
+  comm.allreduce_sum(std::span<double>(&loss_sum, 1), what + " (loss)");
+  return loss_sum;
+}
+
+int64_t TrainState::exchange_bytes() const {
+  return static_cast<int64_t>(g_.bytes() + sizeof(double));
 }
 
 double TrainState::grad_norm() {

@@ -11,16 +11,19 @@
 // the parameters, so the forward, backward and update of a step never copy the adapter; the
 // step's summed gradients arrive with one upload (load_gradients), and the host copies of A, B,
 // m and v lag behind until to_host() (checkpoints, the end of the run). With one rank, the sum
-// over micro-batches stays on the device too (pass_gradients); the host forms it where ranks
-// exchange it (dist/gradient_sum.h).
+// over micro-batches stays on the device too (pass_gradients), and so it does with several ranks
+// exchanging it in one all-reduce (allreduce_gradients); the ordered exchange, which keeps each
+// micro-batch's gradients apart, forms it on the host (dist/gradient_sum.h).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/array.h"
 #include "backend/backend.h"
+#include "dist/communicator.h"
 #include "model/lora.h"
 #include "model/lora_flat.h"
 #include "model/lora_linear.h"
@@ -53,6 +56,17 @@ class TrainState {
   const std::vector<std::array<model::LoraGrad, model::kNumProj>>* pass_gradients();
   void zero_pass_gradients();
   void add_pass_to_step(bool first);
+  // With several ranks summing on their devices: the step's gradients (each rank's sum over its
+  // micro-batches, add_pass_to_step) and loss_sum become their sums over the ranks, returned as
+  // the global loss sum. An engine that reads device memory (NCCL/RCCL) sums the gradient array
+  // where it is; any other gets it staged through the host (one download, its all-reduce, one
+  // upload). The loss crosses on the host, a double. The array's padding is zeros on every rank
+  // and stays zero. Under one engine the result is the host all-reduce's bit for bit
+  // (dist/gradient_sum.h, deterministic off): each rank adds its micro-batches in the same order
+  // and the engine adds the ranks' sums in its own. Device only.
+  double allreduce_gradients(dist::Communicator& comm, double loss_sum, const std::string& what);
+  // Bytes allreduce_gradients exchanges (the gradient array and the loss).
+  int64_t exchange_bytes() const;
   // sqrt of the sum of every gradient element squared (train::global_grad_norm's bits on the CPU).
   double grad_norm();
   // Every gradient *= coef.

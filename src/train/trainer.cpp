@@ -608,7 +608,10 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   int64_t step = resumed.step;
   sum.stop_reason = "completed";
   dist::StepGradientSum step_grads(comm, grads, hooks.deterministic_reduction);
-  const bool sum_on_device = state.on_device() && world == 1;
+  // On a device the step's sum stays there, and so does the ranks' exchange of it, unless it is
+  // the ordered one (which keeps each micro-batch apart: formed on the host).
+  const bool sum_on_device = state.on_device() && (world == 1 || !hooks.deterministic_reduction);
+  double device_exchange_s = 0;
   const int64_t first_micro = comm.rank() * cfg.gradient_accumulation_steps;  // this rank's share
   for (; step < plan.total_steps; ++step) {
     // Every rank stops at the same step: a signal or max_runtime seen by one is seen by all.
@@ -639,9 +642,10 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
       opt.last_layer_rows_only = false;
     }
     opt.dropout_seed = cfg.lora_dropout > 0 ? mix_seed(static_cast<uint64_t>(cfg.seed), static_cast<uint64_t>(step + 1)) : 0;
-    // Each micro-batch from zeroed gradients, summed in the global order: on one device, there
-    // (TrainState's pass buffers); otherwise on the host, where the ranks exchange the sum
-    // (dist/gradient_sum.h). Both add the same fp32 values in the same order.
+    // Each micro-batch from zeroed gradients, summed in order: on a device, there (TrainState's
+    // pass buffers, then its all-reduce with several ranks); otherwise on the host, where the
+    // ranks exchange the sum (dist/gradient_sum.h). Both add the same fp32 values in the same
+    // order.
     double loss_sum = 0.0;
     if (sum_on_device) {
       opt.device_grads = state.pass_gradients();
@@ -649,6 +653,11 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
         state.zero_pass_gradients();
         loss_sum += model::forward_backward(model, lora, micro[k], opt).loss_sum;
         state.add_pass_to_step(k == 0);
+      }
+      if (world > 1) {
+        const auto t = Clock::now();
+        loss_sum = state.allreduce_gradients(comm, loss_sum, "the gradients of step " + std::to_string(step + 1));
+        device_exchange_s += seconds_since(t);
       }
     } else {
       step_grads.begin_step();
@@ -723,13 +732,18 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   if (world > 1) {
     // What data parallelism cost: the exchange, waiting for the slowest rank included.
     const double train_s = seconds_since(train_start);
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "gradient exchange (%s, %s): %.3f s of %.3f s training (%.1f%%), %zu bytes per step",
-                  comm.backend_name().c_str(), hooks.deterministic_reduction ? "ordered" : "all-reduce",
-                  step_grads.exchange_seconds(), train_s, train_s > 0 ? 100.0 * step_grads.exchange_seconds() / train_s : 0.0,
-                  step_grads.buffer_floats() * sizeof(float));
+    const double exchange_s = sum_on_device ? device_exchange_s : step_grads.exchange_seconds();
+    const int64_t bytes = sum_on_device ? state.exchange_bytes() : static_cast<int64_t>(step_grads.buffer_floats() * sizeof(float));
+    const char* form = hooks.deterministic_reduction ? "ordered"
+                       : !sum_on_device              ? "all-reduce"
+                       : comm.reads_device_memory()  ? "all-reduce of device memory"
+                                                     : "all-reduce, staged through the host";
+    char buf[240];
+    std::snprintf(buf, sizeof buf, "gradient exchange (%s, %s): %.3f s of %.3f s training (%.1f%%), %lld bytes per step",
+                  comm.backend_name().c_str(), form, exchange_s, train_s, train_s > 0 ? 100.0 * exchange_s / train_s : 0.0,
+                  static_cast<long long>(bytes));
     progress.message(buf);
-    manifest["distributed"]["exchange_s"] = step_grads.exchange_seconds();
+    manifest["distributed"]["exchange_s"] = exchange_s;
   }
   if (sum.stop_reason == "diverged") {
     // Every rank holds the same summed gradients, so all of them diverge at the same step.

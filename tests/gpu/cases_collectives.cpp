@@ -1,6 +1,7 @@
 // The NCCL/RCCL all-reduce (gpu/collectives.h) as a world of one rank on device 0: what a single
 // GPU can check of the multi-GPU gradient exchange (library loading, ncclGetUniqueId,
-// ncclCommInitRank, the device buffer and its copies, ncclAllReduce). Not in register_all_cases:
+// ncclCommInitRank, the device buffer and its copies, ncclAllReduce on host-staged and on device
+// memory). Not in register_all_cases:
 // `medtune doctor` and the op tests must not need libnccl; `test_gpu_ops --collectives` runs
 // these alone (scripts/gpu-check.sh stage 2b). Compiled to nothing in a build without the
 // NCCL/RCCL header (cmake/gpu.cmake).
@@ -40,6 +41,20 @@ void register_collective_cases([[maybe_unused]] Registry& r) {
       std::vector<float> y = x;
       coll.allreduce_sum(y.data(), n);
       c.bit_exact(("allreduce of " + std::to_string(n) + " floats over 1 rank").c_str(), y, x);
+    }
+  });
+  // The form the trainer uses when each rank summed its micro-batches on its GPU: ncclAllReduce
+  // in place on device memory (guarded: nothing outside the n floats may change), after the
+  // writes of another stream (the backend's) completed.
+  r.add("collectives/one_rank_allreduce_device", true, [](Checks& c, const gpu::Stream& s) {
+    gpu::Collective coll(gpu::new_collective_id(), 0, 1, 0);
+    uint64_t seed = 11;
+    for (const size_t n : {size_t{1000003}, size_t{17}}) {
+      const std::vector<float> x = random_normals(n, seed++);
+      GuardedDevice<float> d(x, s);
+      coll.allreduce_sum_device(d.data(), n);
+      c.bit_exact(("device allreduce of " + std::to_string(n) + " floats over 1 rank").c_str(), d.download(s), x);
+      c.record(d.guards_intact(s), "device allreduce of " + std::to_string(n) + " floats: guards intact");
     }
   });
 #endif

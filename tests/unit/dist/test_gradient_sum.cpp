@@ -1,108 +1,18 @@
 // dist/gradient_sum.h against a single process adding every micro-batch in order: the ordered
 // (deterministic) sum over ranks must give the same bits for any split of the global batch; the
-// all-reduce form equals it to fp32 reassociation. The ranks are threads joined by an in-memory
-// communicator (what MPI does between processes is covered by tests/e2e/train_distributed.sh).
+// all-reduce form equals it to fp32 reassociation. The ranks are threads (tests/support/thread_ranks.h).
 #include "dist/gradient_sum.h"
 
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
-#include <condition_variable>
-#include <cstring>
-#include <map>
-#include <mutex>
 #include <random>
-#include <thread>
+
+#include "support/thread_ranks.h"
 
 namespace medtune::dist {
 namespace {
-
-// Mailboxes between threads: enough of Communicator for StepGradientSum.
-struct Hub {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::pair<int, int>, std::vector<std::vector<std::byte>>> box;  // (from, to) -> messages
-  int size = 1;
-  // Sum-reductions: each rank deposits, the last one adds in rank order.
-  std::vector<std::vector<double>> deposits;
-  int generation = 0, arrived = 0;
-  std::vector<double> result;
-};
-
-class ThreadRank final : public Communicator {
- public:
-  ThreadRank(Hub& hub, int rank) : hub_(hub), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return hub_.size; }
-  int local_rank() const override { return rank_; }
-  int local_size() const override { return hub_.size; }
-  std::string backend_name() const override { return "threads"; }
-  void send(std::span<const std::byte> data, int to, const std::string&) override {
-    std::lock_guard<std::mutex> lock(hub_.mu);
-    hub_.box[{rank_, to}].emplace_back(data.begin(), data.end());
-    hub_.cv.notify_all();
-  }
-  void recv(std::span<std::byte> data, int from, const std::string&) override {
-    std::unique_lock<std::mutex> lock(hub_.mu);
-    auto& q = hub_.box[{from, rank_}];
-    hub_.cv.wait(lock, [&] { return !q.empty(); });
-    ASSERT_EQ(q.front().size(), data.size());
-    std::memcpy(data.data(), q.front().data(), data.size());
-    q.erase(q.begin());
-  }
-  void broadcast(std::span<std::byte> data, int root, const std::string& what) override {
-    if (rank_ == root) {
-      for (int r = 0; r < hub_.size; ++r)
-        if (r != root) send(data, r, what);
-    } else {
-      recv(data, root, what);
-    }
-  }
-  void allreduce_sum(std::span<float> data, const std::string&) override {
-    std::vector<double> v(data.begin(), data.end());
-    const auto out = reduce(v, /*as_float=*/true);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(out[i]);
-  }
-  void allreduce_sum(std::span<double> data, const std::string&) override {
-    const auto out = reduce(std::vector<double>(data.begin(), data.end()), false);
-    std::copy(out.begin(), out.end(), data.begin());
-  }
-  int64_t allreduce_max(int64_t v, const std::string&) override { return v; }
-  std::vector<std::string> allgather(const std::string& mine, const std::string&) override { return {mine}; }
-  void barrier(const std::string&) override {}
-  [[noreturn]] void abort_job(int) override { std::abort(); }
-
- private:
-  // Adds the ranks' vectors in rank order (in fp32 when as_float, as MPI_FLOAT sums).
-  std::vector<double> reduce(std::vector<double> mine, bool as_float) {
-    std::unique_lock<std::mutex> lock(hub_.mu);
-    if (hub_.arrived == 0) hub_.deposits.assign(static_cast<size_t>(hub_.size), {});
-    hub_.deposits[static_cast<size_t>(rank_)] = std::move(mine);
-    const int gen = hub_.generation;
-    if (++hub_.arrived == hub_.size) {
-      std::vector<double> acc = hub_.deposits[0];
-      std::vector<float> accf(acc.begin(), acc.end());
-      for (size_t r = 1; r < hub_.deposits.size(); ++r)
-        for (size_t i = 0; i < acc.size(); ++i) {
-          if (as_float)
-            accf[i] += static_cast<float>(hub_.deposits[r][i]);
-          else
-            acc[i] += hub_.deposits[r][i];
-        }
-      if (as_float) acc.assign(accf.begin(), accf.end());
-      hub_.result = acc;
-      hub_.arrived = 0;
-      ++hub_.generation;
-      hub_.cv.notify_all();
-    } else {
-      hub_.cv.wait(lock, [&] { return hub_.generation != gen; });
-    }
-    return hub_.result;
-  }
-  Hub& hub_;
-  int rank_;
-};
 
 // Micro-batch m's "gradients": two parameters (sizes 5 and 3) of values spread over many
 // magnitudes, so that adding them in another order changes the fp32 bits.
@@ -125,11 +35,10 @@ struct StepResult {
 // World `world` with `accum` micro-batches per rank: each rank's result.
 std::vector<StepResult> run_world(int world, int accum, bool deterministic,
                                   size_t bucket_floats = StepGradientSum::kBucketFloats) {
-  Hub hub;
-  hub.size = world;
+  testing::ThreadHub hub(world);
   std::vector<StepResult> results(static_cast<size_t>(world));
-  auto body = [&](int rank) {
-    ThreadRank comm(hub, rank);
+  testing::run_thread_ranks(hub, false, [&](testing::ThreadRank& comm) {
+    const int rank = comm.rank();
     std::vector<float> p0(5), p1(3);
     StepGradientSum sum(comm, {std::span<float>(p0), std::span<float>(p1)}, deterministic, bucket_floats);
     for (int step = 1; step <= 2; ++step) {  // twice: state is reset between steps
@@ -146,10 +55,7 @@ std::vector<StepResult> run_world(int world, int accum, bool deterministic,
       r.grads.insert(r.grads.end(), p1.begin(), p1.end());
       r.loss = loss;
     }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back(body, r);
-  for (auto& t : threads) t.join();
+  });
   return results;
 }
 

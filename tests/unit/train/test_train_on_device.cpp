@@ -21,6 +21,7 @@
 #include "train/grad_clip.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
+#include "support/thread_ranks.h"
 #include "unit/model/simulated_device.h"
 
 namespace medtune::train {
@@ -293,6 +294,59 @@ TEST(TrainOnDevice, StoppedAndResumedEqualsTheUninterruptedRun) {
     EXPECT_TRUE(read_file(dir + "/" + file) == read_file(ref_dir + "/" + file)) << file << " differs";
   fs::remove_all(ref_dir);
   fs::remove_all(dir);
+}
+
+// Two ranks (threads, tests/support/thread_ranks.h), each with its model on a simulated device of
+// its own, in the all-reduce mode: each sums its micro-batches on its device and the ranks
+// all-reduce that sum, by an engine that reads device memory (as NCCL does) or staged through
+// the host (as over MPI). Both must give the bits of the same ranks on the CPU, whose sums are
+// formed and all-reduced on the host (dist/gradient_sum.h): each rank adds its micro-batches in
+// the same order, and the engine adds the ranks' sums in rank order.
+TEST(TrainOnDevice, RanksAllReduceTheirDeviceSumsAsTheHostDoes) {
+  const TrainData d = data();
+  struct RankRun {
+    TrainSummary summary;
+    std::string log;
+  };
+  // Rank 0's run (the writer) and each rank's losses.
+  const auto run_ranks = [&](const std::string& dir, bool on_device, bool engine_reads_device,
+                             int* device_allreduces) {
+    static testing::SimulatedDevice devices[2];  // outlive the rank threads' layer scratch
+    testing::ThreadHub hub(2);
+    std::vector<RankRun> runs(2);
+    testing::run_thread_ranks(hub, engine_reads_device, [&](testing::ThreadRank& comm) {
+      const auto r = static_cast<size_t>(comm.rank());
+      model::LlamaModel m = on_device ? model::LlamaModel(io::open_checkpoint(kFixture), model::WeightQuant::kNone, devices[r])
+                                      : model::LlamaModel(io::open_checkpoint(kFixture));
+      TrainHooks hooks;
+      hooks.comm = &comm;
+      hooks.deterministic_reduction = false;
+      hooks.cpu_pass_policies = false;
+      std::ostringstream log;
+      runs[r].summary = run_training(config(dir), m, d, hooks, log);
+      runs[r].log = log.str();
+    });
+    if (device_allreduces != nullptr) *device_allreduces = hub.device_allreduces;
+    EXPECT_EQ(runs[0].summary.losses, runs[1].summary.losses) << "the ranks disagree";
+    return runs[0];
+  };
+  const auto cpu_dir = fresh_dir("ranks_cpu");
+  const RankRun ref = run_ranks(cpu_dir, false, false, nullptr);
+  ASSERT_EQ(ref.summary.steps, 6);
+  EXPECT_NE(ref.log.find("(threads, all-reduce)"), std::string::npos) << ref.log;
+
+  const auto staged_dir = fresh_dir("ranks_staged");
+  const RankRun staged = run_ranks(staged_dir, true, false, nullptr);
+  EXPECT_NE(staged.log.find("all-reduce, staged through the host"), std::string::npos) << staged.log;
+  expect_same_run(staged.summary, staged_dir, ref.summary, cpu_dir);
+
+  const auto direct_dir = fresh_dir("ranks_direct");
+  int device_allreduces = 0;
+  const RankRun direct = run_ranks(direct_dir, true, true, &device_allreduces);
+  EXPECT_NE(direct.log.find("all-reduce of device memory"), std::string::npos) << direct.log;
+  EXPECT_EQ(device_allreduces, 2 * 6) << "one per rank and step";
+  expect_same_run(direct.summary, direct_dir, ref.summary, cpu_dir);
+  for (const auto& dir : {cpu_dir, staged_dir, direct_dir}) fs::remove_all(dir);
 }
 
 }  // namespace
