@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adapter_loading.h"
+#include "device_memory.h"
 #include "cli_checks.h"
 #include "commands.h"
 #include "backend/backend.h"
@@ -138,6 +139,9 @@ void add_generate_command(CLI::App& app) {
     backend::Backend& be = backend::for_device(device, precision);
     model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"), be);
     const auto lora = attach_adapter(model, args->adapter);
+    // model::generate's cache (1 row of prompt + new tokens) and its largest pass (the prompt).
+    check_device_memory(model, lora ? std::vector<const model::LoraWeights*>{lora.get()} : std::vector<const model::LoraWeights*>{},
+                        {1, P + max_new, P, 1}, "generating", "the prompt's length or -n (--max-new-tokens)", args->quiet);
     model::GenerateOptions opt;
     opt.max_new_tokens = max_new;
     opt.sampling = args->sampling;

@@ -6,6 +6,7 @@
 // SIGTERM or SIGINT: stops accepting, finishes the requests in flight, exits 0.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +17,7 @@
 
 #include "cli_checks.h"
 #include "commands.h"
+#include "device_memory.h"
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/sha256.h"
@@ -164,6 +166,15 @@ void add_serve_command(CLI::App& app) {
     for (const auto& a : args->adapters) {
       const auto [name, dir] = serve::parse_adapter_arg(a);
       adapters.add(serve::load_adapter(model, name, dir), base.name);
+    }
+    {
+      // The engine's cache (every slot's positions) and its largest pass: the decodes of every
+      // slot and prompt chunks up to serve::kBatchTokens, each row's logits asked for at most.
+      std::vector<const model::LoraWeights*> loaded;
+      for (const auto& a : adapters.list()) loaded.push_back(a->weights.get());
+      const int64_t pass = std::max(serve::kBatchTokens, np);
+      check_device_memory(model, loaded, {np, slot_ctx, pass, pass}, "serving",
+                          "--ctx-size (" + std::to_string(ctx) + ") or --parallel (" + std::to_string(np) + ")", false);
     }
     serve::RequestLimits limits;
     limits.max_tokens = args->max_tokens > 0 ? std::min(args->max_tokens, slot_ctx) : slot_ctx;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/inference_plan.h"
 
 namespace medtune::eval {
 
@@ -182,22 +183,34 @@ ScoredQuestion finish_question(const McqItem& item, Scoring scoring, const Prepa
   return out;
 }
 
-// Questions scored together by score_batch: rows of context + continuation (all but its last
-// token), right-padded, one forward pass. Right padding keeps every real token at the position
-// it has alone (0, 1, ...), and causal attention never reads the padding after it, so each row's
-// numbers are its own, to fp32 summation order. Options whose rows are equal (letter scoring:
-// every continuation is one token, so every option's row is the context) share one row.
-// The logits of the scoring positions only go through the lm_head.
-void score_batch(model::LlamaModel& model, const std::vector<const PreparedQuestion*>& qs,
-                 std::vector<std::vector<double>>& logliks) {
-  const int64_t V = model.config().vocab_size;
-  std::vector<std::vector<int32_t>> rows;  // distinct (context + continuation minus its last token)
+// Questions scored together in one forward pass: rows of context + continuation (all but its
+// last token), right-padded. Right padding keeps every real token at the position it has alone
+// (0, 1, ...), and causal attention never reads the padding after it, so each row's numbers are
+// its own, to fp32 summation order. Options whose rows are equal (letter scoring: every
+// continuation is one token, so every option's row is the context) share one row. The logits of
+// the scoring positions only go through the lm_head.
+struct QuestionBatch {
   struct Scored {  // option o of question q: its tokens' positions in row `row`
     size_t q, o, row;
   };
+  std::vector<const PreparedQuestion*> qs;
+  model::Batch batch;                      // (B, T) the distinct rows, right-padded
   std::vector<Scored> scored;
-  for (size_t i = 0; i < qs.size(); ++i) {
-    const PreparedQuestion& q = *qs[i];
+  std::vector<int64_t> logit_rows;         // flat positions b*T + t whose logits are read
+  std::vector<std::vector<size_t>> slots;  // [scored k][token j] -> index into logit_rows
+
+  // What its pass holds on a device (model/inference_plan.h).
+  model::InferenceShape shape() const {
+    return {batch.B, batch.T, batch.B * batch.T, static_cast<int64_t>(logit_rows.size())};
+  }
+};
+
+QuestionBatch build_batch(std::vector<const PreparedQuestion*> qs) {
+  QuestionBatch qb;
+  qb.qs = std::move(qs);
+  std::vector<std::vector<int32_t>> rows;  // distinct (context + continuation minus its last token)
+  for (size_t i = 0; i < qb.qs.size(); ++i) {
+    const PreparedQuestion& q = *qb.qs[i];
     std::map<std::vector<int32_t>, size_t> row_of;  // this question's distinct rows
     for (size_t o = 0; o < q.conts().size(); ++o) {
       const auto& c = (q.conts())[o];
@@ -205,13 +218,13 @@ void score_batch(model::LlamaModel& model, const std::vector<const PreparedQuest
       ids.insert(ids.end(), c.begin(), c.end() - 1);
       auto [it, fresh] = row_of.try_emplace(ids, rows.size());
       if (fresh) rows.push_back(std::move(ids));
-      scored.push_back({i, o, it->second});
+      qb.scored.push_back({i, o, it->second});
     }
   }
   int64_t T = 0;
   for (const auto& r : rows) T = std::max<int64_t>(T, static_cast<int64_t>(r.size()));
   const auto B = static_cast<int64_t>(rows.size());
-  model::Batch batch;
+  model::Batch& batch = qb.batch;
   batch.B = B;
   batch.T = T;
   batch.ids.assign(static_cast<size_t>(B * T), 0);
@@ -224,34 +237,39 @@ void score_batch(model::LlamaModel& model, const std::vector<const PreparedQuest
   // Logit rows: for option o of question q in row b, positions P - 1 + j score token j of the
   // continuation (P = the context's length). Each (row, position) once.
   std::map<int64_t, size_t> slot_of;  // flat position b*T + t -> index into the logits
-  std::vector<int64_t> logit_rows;
   const auto slot = [&](int64_t flat) {
-    auto [it, fresh] = slot_of.try_emplace(flat, logit_rows.size());
-    if (fresh) logit_rows.push_back(flat);
+    auto [it, fresh] = slot_of.try_emplace(flat, qb.logit_rows.size());
+    if (fresh) qb.logit_rows.push_back(flat);
     return it->second;
   };
-  std::vector<std::vector<size_t>> slots(scored.size());
-  for (size_t k = 0; k < scored.size(); ++k) {
-    const PreparedQuestion& q = *qs[scored[k].q];
+  qb.slots.resize(qb.scored.size());
+  for (size_t k = 0; k < qb.scored.size(); ++k) {
+    const PreparedQuestion& q = *qb.qs[qb.scored[k].q];
     const auto P = static_cast<int64_t>(q.tq.context.size());
-    const auto& c = (q.conts())[scored[k].o];
+    const auto& c = (q.conts())[qb.scored[k].o];
     for (size_t j = 0; j < c.size(); ++j)
-      slots[k].push_back(slot(static_cast<int64_t>(scored[k].row) * T + P - 1 + static_cast<int64_t>(j)));
+      qb.slots[k].push_back(slot(static_cast<int64_t>(qb.scored[k].row) * T + P - 1 + static_cast<int64_t>(j)));
   }
-  model::KvCache cache = model.make_cache(B, T);
+  return qb;
+}
+
+// logliks[i][o]: the log-likelihood of option o of the batch's question i.
+void score_batch(model::LlamaModel& model, const QuestionBatch& qb, std::vector<std::vector<double>>& logliks) {
+  const int64_t V = model.config().vocab_size;
+  model::KvCache cache = model.make_cache(qb.batch.B, qb.batch.T);
   std::vector<float> logits;  // (logit_rows, V)
-  model.forward(batch, cache, logits, logit_rows);
-  std::vector<double> norm(logit_rows.size());
+  model.forward(qb.batch, cache, logits, qb.logit_rows);
+  std::vector<double> norm(qb.logit_rows.size());
   for (size_t i = 0; i < norm.size(); ++i) norm[i] = log_normalizer(logits.data() + static_cast<int64_t>(i) * V, V);
-  for (size_t k = 0; k < scored.size(); ++k) {
-    const PreparedQuestion& q = *qs[scored[k].q];
-    const auto& c = (q.conts())[scored[k].o];
+  for (size_t k = 0; k < qb.scored.size(); ++k) {
+    const PreparedQuestion& q = *qb.qs[qb.scored[k].q];
+    const auto& c = (q.conts())[qb.scored[k].o];
     double ll = 0;
     for (size_t j = 0; j < c.size(); ++j) {
-      const size_t r = slots[k][j];
+      const size_t r = qb.slots[k][j];
       ll += static_cast<double>(logits[r * static_cast<size_t>(V) + static_cast<size_t>(c[j])]) - norm[r];
     }
-    logliks[scored[k].q][scored[k].o] = ll;
+    logliks[qb.scored[k].q][qb.scored[k].o] = ll;
   }
 }
 
@@ -275,11 +293,11 @@ std::vector<QuestionResult> score_questions_batched(model::LlamaModel& model, co
   std::vector<PreparedQuestion> prepared;
   prepared.reserve(items.size());
   for (const McqItem& item : items) prepared.push_back(prepare_question(model, prompts, item, scoring));
-  std::vector<QuestionResult> out(items.size());
-  size_t done = 0;
+  // The batches first: the largest pass is checked against the device's memory before any runs.
+  std::vector<std::pair<size_t, size_t>> ranges;  // [first, last) of each batch
   for (size_t first = 0; first < items.size();) {
     // Questions in order until the batch's rows (padded to the longest) would pass batch_tokens;
-    // at least one question per batch. score_batch shares equal rows within a question.
+    // at least one question per batch. build_batch shares equal rows within a question.
     int64_t rows = 0, longest = 0;
     size_t last = first;
     for (; last < items.size(); ++last) {
@@ -295,19 +313,47 @@ std::vector<QuestionResult> score_questions_batched(model::LlamaModel& model, co
       rows += q_rows;
       longest = std::max(longest, q_len);
     }
+    ranges.emplace_back(first, last);
+    first = last;
+  }
+  const auto batch_of = [&](const std::pair<size_t, size_t>& r) {
     std::vector<const PreparedQuestion*> qs;
-    std::vector<std::vector<double>> logliks;
-    for (size_t i = first; i < last; ++i) {
-      qs.push_back(&prepared[i]);
-      logliks.emplace_back(prepared[i].conts().size(), 0.0);
+    for (size_t i = r.first; i < r.second; ++i) qs.push_back(&prepared[i]);
+    return build_batch(std::move(qs));
+  };
+  backend::Backend& be = model.backend();
+  if (!be.device().is_cpu()) {
+    model::InferencePlan largest;
+    model::InferenceShape largest_shape;
+    for (const auto& r : ranges) {
+      const model::InferenceShape s = batch_of(r).shape();
+      const model::InferencePlan p = model::plan_inference(model.config(), static_cast<double>(be.resident_bytes()),
+                                                           model.lora(), s, be.precision());
+      if (p.total() > largest.total()) {
+        largest = p;
+        largest_shape = s;
+      }
     }
-    score_batch(model, qs, logliks);
-    for (size_t i = first; i < last; ++i) {
-      out[i] = finish_question(items[i], scoring, prepared[i], std::move(logliks[i - first])).result;
+    // An adapter goes up to the device at its first use: resident_bytes() is the base weights
+    // until then (and both after).
+    model::refuse_if_inference_too_large(
+        largest, "scoring " + std::to_string(items.size()) + " question(s) (the largest pass: " +
+                     std::to_string(largest_shape.cache_rows) + " rows of " + std::to_string(largest_shape.cache_len) +
+                     " tokens)",
+        be.device().str(), static_cast<double>(be.free_memory()), static_cast<double>(be.resident_bytes()),
+        "the questions' length (few-shot examples, the prompt)");
+  }
+  std::vector<QuestionResult> out(items.size());
+  size_t done = 0;
+  for (const auto& r : ranges) {
+    std::vector<std::vector<double>> logliks;
+    for (size_t i = r.first; i < r.second; ++i) logliks.emplace_back(prepared[i].conts().size(), 0.0);
+    score_batch(model, batch_of(r), logliks);
+    for (size_t i = r.first; i < r.second; ++i) {
+      out[i] = finish_question(items[i], scoring, prepared[i], std::move(logliks[i - r.first])).result;
       ++done;
       if (progress) progress(done, items.size());
     }
-    first = last;
   }
   return out;
 }

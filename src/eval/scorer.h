@@ -40,7 +40,9 @@ std::vector<QuestionResult> score_questions(
 // Several questions per forward pass: rows of context + continuation, right-padded, up to
 // `batch_tokens` padded tokens per pass (at least one question), options with equal rows sharing
 // one (letter scoring: one row per question). The same log-likelihoods as score_question to fp32
-// summation order (the batch's shapes differ), and the same lm-eval truncation.
+// summation order (the batch's shapes differ), and the same lm-eval truncation. On a device the
+// batches are formed first and the largest pass is planned (model/inference_plan.h): a plan the
+// device's free memory cannot hold is refused (BadInput) before any pass runs.
 std::vector<QuestionResult> score_questions_batched(
     model::LlamaModel& model, const PromptRenderer& prompts, const std::vector<McqItem>& items,
     Scoring scoring, int64_t batch_tokens, const std::function<void(size_t, size_t)>& progress = {});

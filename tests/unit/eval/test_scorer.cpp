@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/error.h"
 #include "eval/prompt.h"
 #include "eval/scorer.h"
 #include "io/checkpoint.h"
@@ -181,6 +183,48 @@ TEST(ScorerSlow, OnADeviceWithItsOwnMemoryEqualsTheCpuBackend) {
       EXPECT_EQ(score_question(dev_model, prompts, qs[i], s).result.option_logprobs,
                 score_question(cpu_model, prompts, qs[i], s).result.option_logprobs);
   }
+}
+
+// On a device the scorer plans its largest pass (model/inference_plan.h) before it runs any:
+// on a device of exactly the plan's size (the simulated device has no dequantization workspace,
+// the rest is what the passes hold) it scores, and its peak is the plan's; one byte less and it
+// refuses, naming the device, before anything beyond the loaded weights is allocated.
+TEST(ScorerSlow, OnADeviceTheLargestPassIsPlannedAndRefusedBeforeItRuns) {
+  const std::string path = model_path();
+  if (path.empty()) GTEST_SKIP() << "MEDTUNE_SMOLLM2_GGUF is not set (scripts/fetch_model.sh fetches the model)";
+  const PromptRenderer& prompts = smollm2_prompts();
+  const auto qs = items(5);
+  static testing::SimulatedDevice roomy, exact, short_by_one;  // outlive the layer scratch on them
+  const auto workspace = [](const model::LlamaModel& m) {
+    const auto& c = m.config();
+    return 4.0 * std::min<double>(16777216.0, static_cast<double>(std::max(c.intermediate_size, c.vocab_size) * c.hidden_size));
+  };
+  int64_t peak = 0;
+  double plan_total = 0;
+  {
+    model::LlamaModel m(io::open_checkpoint(path), model::WeightQuant::kNone, roomy);
+    score_questions_batched(m, prompts, qs, Scoring::text, 256);  // several passes of different shapes
+    peak = roomy.peak_bytes();
+    plan_total = static_cast<double>(peak) + workspace(m);
+  }
+  {
+    exact.set_capacity(static_cast<int64_t>(plan_total));
+    model::LlamaModel m(io::open_checkpoint(path), model::WeightQuant::kNone, exact);
+    EXPECT_NO_THROW(score_questions_batched(m, prompts, qs, Scoring::text, 256));
+    EXPECT_EQ(exact.peak_bytes(), peak);
+  }
+  short_by_one.set_capacity(static_cast<int64_t>(plan_total) - 1);
+  model::LlamaModel m(io::open_checkpoint(path), model::WeightQuant::kNone, short_by_one);
+  const int64_t weights = short_by_one.live_bytes();
+  try {
+    score_questions_batched(m, prompts, qs, Scoring::text, 256);
+    FAIL() << "no refusal";
+  } catch (const BadInput& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("scoring 5 question(s)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("on device gpu:7"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(short_by_one.peak_bytes(), weights) << "nothing allocated before the refusal";
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // Any violation throws std::logic_error naming the op and the argument.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -38,11 +39,16 @@ class SimulatedDevice final : public backend::Backend {
     std::memset(p, 0xFF, bytes);  // NaN in every float
     blocks_[reinterpret_cast<uintptr_t>(p)] = bytes;
     ++allocations_;
+    live_bytes_ += static_cast<int64_t>(bytes);
+    peak_ = std::max(peak_, live_bytes_);
     return p;
   }
   void deallocate(void* p) override {
     if (p == nullptr) return;
-    if (blocks_.erase(reinterpret_cast<uintptr_t>(p)) != 1) fail("deallocate", "a pointer it did not allocate");
+    const auto it = blocks_.find(reinterpret_cast<uintptr_t>(p));
+    if (it == blocks_.end()) fail("deallocate", "a pointer it did not allocate");
+    live_bytes_ -= static_cast<int64_t>(it->second);
+    blocks_.erase(it);
     std::free(p);
   }
   void to_device(void* dst, const void* host, size_t bytes) override {
@@ -88,8 +94,11 @@ class SimulatedDevice final : public backend::Backend {
     deallocate(it->second.p);
     resident_.erase(it);
   }
-  int64_t free_memory() const override { return int64_t{1} << 40; }
-  int64_t peak_bytes() const override { return 0; }
+  // A device of capacity() bytes (1 TiB unless set_capacity): what its blocks do not hold.
+  int64_t free_memory() const override { return capacity_ - live_bytes_; }
+  void set_capacity(int64_t bytes) { capacity_ = bytes; }
+  // The most bytes its blocks (resident copies included) held at once: exact, as it has no cache.
+  int64_t peak_bytes() const override { return peak_; }
   int64_t resident_bytes() const override {
     int64_t n = 0;
     for (const auto& [host, copy] : resident_) n += static_cast<int64_t>(copy.bytes);
@@ -257,6 +266,7 @@ class SimulatedDevice final : public backend::Backend {
   }
 
   int64_t live_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+  int64_t live_bytes() const { return live_bytes_; }
   int64_t allocations() const { return allocations_; }
 
  private:
@@ -294,6 +304,7 @@ class SimulatedDevice final : public backend::Backend {
   std::map<uintptr_t, size_t> blocks_;  // live allocations: address -> bytes
   std::map<const void*, Copy> resident_;
   int64_t allocations_ = 0;
+  int64_t live_bytes_ = 0, peak_ = 0, capacity_ = int64_t{1} << 40;
 };
 
 }  // namespace medtune::testing
