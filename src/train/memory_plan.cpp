@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "model/inference_plan.h"
 #include "model/row_shards.h"
 #include "model/train_step.h"
 
@@ -68,9 +69,11 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
     const double lse = N * f * static_cast<double>(c.num_attention_heads) *
                        (cfg.gradient_checkpointing ? 1.0 : static_cast<double>(c.num_hidden_layers));
     m.device_acts = m.acts + lse;
-    const double largest = static_cast<double>(std::max(c.intermediate_size * c.hidden_size,
-                                                        c.vocab_size * c.hidden_size));
-    m.device_workspace = f * std::min(largest, 16777216.0) + f * 256.0 * static_cast<double>(c.vocab_size);
+    const backend::Device device = backend::parse_device(cfg.device, "device");
+    m.device_precision = backend::parse_precision(cfg.precision, device, "precision");
+    m.device_workspace =
+        model::device_workspace_bytes(c, cfg.micro_batch_size * cfg.sequence_len, m.device_precision) +
+        f * 256.0 * static_cast<double>(c.vocab_size);
   }
   return m;
 }
@@ -95,13 +98,15 @@ std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {
       << (m.shards > 1 ? ", adapter copies " + mib(m.copies) : std::string()) << "\n"
       << "  total (excluding the loss head's logits chunk) " << mib(m.total()) << "\n";
   if (m.on_device)
-    out << "device " << cfg.device << " memory plan (fp32; the optimizer step runs there):\n"
+    out << "device " << cfg.device << " memory plan (" << backend::precision_name(m.device_precision)
+        << " GEMMs; the optimizer step runs there):\n"
         << "  base weights (resident, stored dtype) " << mib(m.device_weights) << "\n"
         << "  LoRA A, B + gradients (pass, step) + AdamW m, v " << mib(m.device_adapter()) << "\n"
         << "  activations                  " << mib(m.device_acts) << "\n"
         << "  keys/values                  " << mib(m.kv) << "\n"
         << "  workspace                    " << mib(m.device_workspace)
-        << " (a dequantized weight chunk, a loss-head chunk of logits)\n"
+        << " (a dequantized weight chunk, a loss-head chunk of logits"
+        << (m.device_precision == backend::Precision::kBf16 ? ", their bf16 inputs)\n" : ")\n")
         << "  device total                 " << mib(m.device_total()) << "\n"
         << "  host: copies of LoRA A, B + gradients + AdamW moments " << mib(4 * m.params)
         << (m.nf4 > 0 ? ", NF4 base " + mib(m.nf4) : std::string()) << "\n";

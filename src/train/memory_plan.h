@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/device.h"
 #include "model/config.h"
 #include "model/lora.h"
 #include "train/train_config.h"
@@ -30,8 +31,10 @@ struct MemoryPlan {
   // accumulators, 5 x params (each matrix padded to 256 bytes besides). The host keeps copies of
   // A, B, dA, dB and the moments for the sum over micro-batches and ranks and for checkpoints
   // (host_owned_with_device). workspace: one dequantized weight chunk (fp32, at most 64 MiB) and
-  // one loss-head chunk of logits (256 x V fp32).
+  // one loss-head chunk of logits (256 x V fp32); with bf16 GEMMs also their inputs rounded to
+  // bf16 (model::device_workspace_bytes).
   bool on_device = false;
+  backend::Precision device_precision = backend::Precision::kFp32;
   double device_weights = 0, device_acts = 0, device_workspace = 0;
   double device_adapter() const { return 5 * params; }
   double device_total() const { return device_weights + device_adapter() + device_acts + kv + device_workspace; }

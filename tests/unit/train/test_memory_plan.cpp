@@ -2,6 +2,8 @@
 // allocated adapter holds, and a plan beyond the available memory refused with its numbers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/lora.h"
@@ -100,6 +102,27 @@ TEST(MemoryPlan, DevicePlanMatchesWhatAPassOnADeviceHolds) {
       EXPECT_NE(std::string(e.what()).find("is free there"), std::string::npos) << e.what();
     }
   }
+}
+
+// bf16 GEMMs (the GPU's default precision) add their rounded inputs to the workspace: the weight
+// chunk in bf16 and (N, max(F, C, NH HD)) activations in bf16; fp32 has neither.
+TEST(MemoryPlan, DeviceWorkspaceCountsTheBf16Inputs) {
+  const ModelConfig c = io::open_checkpoint(kFixture).config;
+  auto cfg = config();
+  cfg.device = "gpu";
+  cfg.micro_batch_size = 2;
+  cfg.sequence_len = 8;
+  const auto shapes = model::lora_shapes(c, lora_config(cfg));
+  cfg.precision = "fp32";
+  const MemoryPlan fp32 = plan_memory(cfg, c, shapes, 1000, 0);
+  cfg.precision = "auto";  // bf16 on a GPU
+  const MemoryPlan bf16 = plan_memory(cfg, c, shapes, 1000, 0);
+  EXPECT_EQ(bf16.device_precision, backend::Precision::kBf16);
+  const double chunk = static_cast<double>(std::max(c.intermediate_size, c.vocab_size) * c.hidden_size);
+  const double widest = static_cast<double>(std::max({c.intermediate_size, c.hidden_size,
+                                                       c.num_attention_heads * c.head_dim}));
+  EXPECT_EQ(bf16.device_workspace - fp32.device_workspace, 2 * chunk + 2 * 16 * widest);
+  EXPECT_NE(format_memory_plan(cfg, bf16).find("(bf16 GEMMs;"), std::string::npos) << format_memory_plan(cfg, bf16);
 }
 
 }  // namespace
