@@ -29,7 +29,8 @@
 #   5 eval          the fictional test questions scored on the CPU and on the GPU: the same
 #                   predictions at fp32 and the largest |Δ log-likelihood|; bf16's agreement reported
 #   5b serve        medtune serve --device gpu: a greedy completion equals generate --device gpu;
-#                   4 concurrent requests against their answers alone (reported)
+#                   4 concurrent requests against their answers alone (reported); generate's
+#                   device memory plan against its peak (reported)
 #   6 default       the embedded default trained and evaluated on the GPU (real SmolLM2 only):
 #                   test accuracy >= 90%, as on the CPU (docs/training.md)
 #   7 memory        200 training steps on the GPU: the backend's peak bytes after step 5 and after
@@ -270,7 +271,8 @@ alone = [complete(p) for p in prompts]
 with concurrent.futures.ThreadPoolExecutor(4) as ex:
     together = list(ex.map(complete, prompts))
 print(json.dumps({"equals_generate": alone[0] == gen["text"], "requests": len(prompts),
-                  "batched_equal_alone": sum(a == b for a, b in zip(alone, together))}))
+                  "batched_equal_alone": sum(a == b for a, b in zip(alone, together)),
+                  "generate_device_memory": gen.get("device_memory")}))
 EOF
 )
   result serve "$cmp"

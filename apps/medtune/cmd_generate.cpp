@@ -140,7 +140,7 @@ void add_generate_command(CLI::App& app) {
     model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"), be);
     const auto lora = attach_adapter(model, args->adapter);
     // model::generate's cache (1 row of prompt + new tokens) and its largest pass (the prompt).
-    check_device_memory(model, lora ? std::vector<const model::LoraWeights*>{lora.get()} : std::vector<const model::LoraWeights*>{},
+    const model::InferencePlan plan = check_device_memory(model, lora ? std::vector<const model::LoraWeights*>{lora.get()} : std::vector<const model::LoraWeights*>{},
                         {1, P + max_new, P, 1}, "generating", "the prompt's length or -n (--max-new-tokens)", args->quiet);
     model::GenerateOptions opt;
     opt.max_new_tokens = max_new;
@@ -181,6 +181,9 @@ void add_generate_command(CLI::App& app) {
       j["device"] = be.describe();
       j["precision"] = backend::precision_name(be.precision());
       if (be.device().is_cpu()) j["cpu_kernel_path"] = isa_name(active_isa());  // core/cpu_features.h
+      // The plan against what the device held at its peak (its buffer cache included).
+      if (!be.device().is_cpu())
+        j["device_memory"] = {{"planned_bytes", plan.total()}, {"peak_bytes", be.peak_bytes()}};
       std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return;
     }

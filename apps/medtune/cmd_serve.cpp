@@ -173,8 +173,8 @@ void add_serve_command(CLI::App& app) {
       std::vector<const model::LoraWeights*> loaded;
       for (const auto& a : adapters.list()) loaded.push_back(a->weights.get());
       const int64_t pass = std::max(serve::kBatchTokens, np);
-      check_device_memory(model, loaded, {np, slot_ctx, pass, pass}, "serving",
-                          "--ctx-size (" + std::to_string(ctx) + ") or --parallel (" + std::to_string(np) + ")", false);
+      static_cast<void>(check_device_memory(model, loaded, {np, slot_ctx, pass, pass}, "serving",
+                          "--ctx-size (" + std::to_string(ctx) + ") or --parallel (" + std::to_string(np) + ")", false));
     }
     serve::RequestLimits limits;
     limits.max_tokens = args->max_tokens > 0 ? std::min(args->max_tokens, slot_ctx) : slot_ctx;

@@ -4,11 +4,11 @@
 
 namespace medtune::cli {
 
-void check_device_memory(const model::LlamaModel& model, const std::vector<const model::LoraWeights*>& adapters,
+model::InferencePlan check_device_memory(const model::LlamaModel& model, const std::vector<const model::LoraWeights*>& adapters,
                          const model::InferenceShape& s, const std::string& what, const std::string& to_lower,
                          bool quiet) {
   backend::Backend& be = model.backend();
-  if (be.device().is_cpu()) return;
+  if (be.device().is_cpu()) return {};
   const model::LoraWeights* largest = nullptr;
   double adapter_bytes = 0;
   for (const model::LoraWeights* a : adapters) {
@@ -22,6 +22,7 @@ void check_device_memory(const model::LlamaModel& model, const std::vector<const
   if (!quiet) std::cerr << "medtune: " << model::format_inference_plan(plan, be.device().str(), s);
   model::refuse_if_inference_too_large(plan, what, be.device().str(), static_cast<double>(be.free_memory()), weights,
                                        to_lower);
+  return plan;
 }
 
 }  // namespace medtune::cli

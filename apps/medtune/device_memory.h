@@ -17,8 +17,9 @@ namespace medtune::cli {
 
 // adapters: every adapter the command may apply (none: empty); all are resident once used, and
 // the one of most parameters sizes the layer's LoRA buffers. `what`: the command in words
-// ("evaluating"); to_lower: the settings that shrink the plan.
-void check_device_memory(const model::LlamaModel& model, const std::vector<const model::LoraWeights*>& adapters,
+// ("evaluating"); to_lower: the settings that shrink the plan. Returns the plan (all zeros on the
+// CPU).
+model::InferencePlan check_device_memory(const model::LlamaModel& model, const std::vector<const model::LoraWeights*>& adapters,
                          const model::InferenceShape& s, const std::string& what, const std::string& to_lower,
                          bool quiet);
 
