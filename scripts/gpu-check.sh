@@ -11,6 +11,12 @@
 #   bash scripts/gpu-check.sh              # logs and results.json under $OUT (./gpu-check-out unset)
 # Sized for a 15-minute lease: under 9 minutes; every stage has a timeout.
 #
+# Rehearsal, here, without a GPU: GPU_CHECK_REHEARSAL=1 bash scripts/gpu-check.sh runs every stage
+# with --device cpu where it says gpu, the op tests not at all, the real SmolLM2 not looked for
+# and the training, memory and benchmark stages shortened, so that the script's own logic (the
+# bundle, the commands' options, the JSON it reads, its records) is checked before the one run
+# that counts. A rehearsal says nothing about the GPU, and its summary says so.
+#
 # Stages (each prints one summary line; FAILED ones make the exit status 1):
 #   1 environment   GPU, driver, toolkit (env.txt)
 #   2 op tests      test_gpu_ops: every registered kernel case against its CPU reference (ops.log);
@@ -42,6 +48,14 @@
 #                   checkpointing, batch-1 decode; tokens/s and peak memory
 set -uo pipefail
 cd "$(dirname "$0")/.."
+rehearsal=${GPU_CHECK_REHEARSAL:-0}
+gpu=gpu  # the device of the stages' GPU runs
+if [ "$rehearsal" = 1 ]; then
+  gpu=cpu
+  echo "== REHEARSAL: --device gpu runs on the CPU; nothing below says anything about a GPU"
+fi
+# dev DEVICE: the device a run labelled DEVICE (cpu or gpu) uses.
+dev() { [ "$1" = gpu ] && echo "$gpu" || echo "$1"; }
 out=${OUT:-./gpu-check-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -113,7 +127,9 @@ else
     record "op tests" FAILED $(( $(date +%s) - t )) "standalone build failed: build.log"
   fi
 fi
-if [ -n "$ops_bin" ]; then
+if [ "$rehearsal" = 1 ]; then
+  record "op tests" "NOT RUN" 0 "rehearsal"
+elif [ -n "$ops_bin" ]; then
   rc=0
   timeout 240 "$ops_bin" > "$out/ops.log" 2>&1 || rc=$?
   line=$(grep -E "^gpu op tests:" "$out/ops.log" | tail -n 1)
@@ -127,7 +143,9 @@ fi
 
 echo "== 2b nccl: the all-reduce as a 1-GPU world"
 t=$(date +%s)
-if [ -n "$ops_bin" ]; then
+if [ "$rehearsal" = 1 ]; then
+  record nccl "NOT RUN" 0 "rehearsal"
+elif [ -n "$ops_bin" ]; then
   # medtune opens libnccl.so.2 at run time (src/gpu/collectives.cu): put a copy on the path.
   nccl_dirs=""
   for d in /usr/local/cuda/lib64 /usr/local/cuda/lib "$(pwd)/gpu-model" \
@@ -156,7 +174,7 @@ echo "== 3 parity (medtune-parity --device gpu, fp32 and bf16)"
 for prec in fp32 bf16; do
   t=$(date +%s)
   rc=0
-  timeout 120 "$bin/medtune-parity" --device gpu --precision "$prec" tests/fixtures/hf/*/ > "$out/parity-$prec.jsonl" \
+  timeout 120 "$bin/medtune-parity" --device "$gpu" --precision "$prec" tests/fixtures/hf/*/ > "$out/parity-$prec.jsonl" \
     2> "$out/parity-$prec.err" || rc=$?
   n_ok=$(grep -c '"ok":true' "$out/parity-$prec.jsonl" || true)
   n_all=$(ls -d tests/fixtures/hf/*/ | wc -l)
@@ -173,7 +191,7 @@ done
 # with SmolLM2's tokenizer (tests/fixtures/tokenizer/smollm2).
 real=""
 for m in "${MEDTUNE_SMOLLM2_GGUF:-}" models/SmolLM2-135M-Instruct.Q4_1.gguf gpu-model/SmolLM2-135M-Instruct.Q4_1.gguf; do
-  [ -n "$m" ] && [ -f "$m" ] && { real=$(realpath "$m"); break; }
+  [ "$rehearsal" != 1 ] && [ -n "$m" ] && [ -f "$m" ] && { real=$(realpath "$m"); break; }
 done
 if [ -n "$real" ]; then
   model=$real
@@ -187,9 +205,11 @@ echo "model for stages 4-7: $model"
 echo "== 4 train: 30 steps on the CPU and on the GPU"
 t=$(date +%s)
 rc=0
+steps=30
+[ "$rehearsal" = 1 ] && steps=3
 for run in cpu:fp32 gpu:fp32 gpu:bf16; do
-  timeout 150 "$MT" train --config configs/smollm2-fictional-lora.yaml --device "${run%%:*}" --precision "${run##*:}" \
-    base_model="$model" max_steps=30 output_dir="$work/train-${run/:/-}" max_runtime=2m > "$out/train-${run/:/-}.log" 2>&1 || rc=$?
+  timeout 150 "$MT" train --config configs/smollm2-fictional-lora.yaml --device "$(dev "${run%%:*}")" --precision "${run##*:}" \
+    base_model="$model" max_steps=$steps output_dir="$work/train-${run/:/-}" max_runtime=2m > "$out/train-${run/:/-}.log" 2>&1 || rc=$?
 done
 if [ "$rc" = 0 ]; then
   cmp=$(python3 - "$work/train-cpu-fp32/metrics.jsonl" "$work/train-gpu-fp32/metrics.jsonl" "$work/train-gpu-bf16/metrics.jsonl" <<'EOF'
@@ -220,7 +240,7 @@ t=$(date +%s)
 rc=0
 for run in cpu:fp32 gpu:fp32 gpu:bf16; do
   timeout 120 "$MT" eval "$model" --data data/fictional/test.jsonl --format lm_eval --scoring text -q \
-    --device "${run%%:*}" --precision "${run##*:}" --out "$work/eval-${run/:/-}" > "$out/eval-${run/:/-}.log" 2>&1 || rc=$?
+    --device "$(dev "${run%%:*}")" --precision "${run##*:}" --out "$work/eval-${run/:/-}" > "$out/eval-${run/:/-}.log" 2>&1 || rc=$?
 done
 if [ "$rc" = 0 ]; then
   cmp=$(python3 - "$work/eval-cpu-fp32/predictions.jsonl" "$work/eval-gpu-fp32/predictions.jsonl" "$work/eval-gpu-bf16/predictions.jsonl" <<'EOF'
@@ -246,9 +266,9 @@ t=$(date +%s)
 # their answer alone: reported, not failed, because cuBLAS is not known to be batch-invariant
 # (docs/decisions/batch-invariant-serving.md).
 rc=0
-timeout 60 "$MT" generate "$model" -p "The patient was given" -n 16 --device gpu --precision fp32 --json -q \
+timeout 60 "$MT" generate "$model" -p "The patient was given" -n 16 --device "$gpu" --precision fp32 --json -q \
   > "$out/serve-generate.json" 2> "$out/serve-generate.err" || rc=$?
-"$MT" serve "$model" --device gpu --precision fp32 --host 127.0.0.1 --port 0 --parallel 4 -c 2048 --alias m \
+"$MT" serve "$model" --device "$gpu" --precision fp32 --host 127.0.0.1 --port 0 --parallel 4 -c 2048 --alias m \
   > "$out/serve.log" 2>&1 &
 serve_pid=$!
 port=""
@@ -310,14 +330,16 @@ fi
 echo "== 7 memory: 200 steps on the GPU"
 t=$(date +%s)
 rc=0
-timeout 150 "$bin/bench_train_step" "$model" --device gpu --batch 8 --seq 256 --steps 200 --peak-after 5 \
+mem_steps=200
+[ "$rehearsal" = 1 ] && mem_steps=7
+timeout 150 "$bin/bench_train_step" "$model" --device "$gpu" --batch 8 --seq 256 --steps $mem_steps --peak-after 5 \
   > "$out/memory.json" 2> "$out/memory.err" || rc=$?
 if [ "$rc" = 0 ]; then
   result memory "$(cat "$out/memory.json")"
   flat=$(python3 -c "import json; r=json.load(open('$out/memory.json')); print(int(r['device_peak_after_mib']==r['device_peak_mib']), r['device_peak_after_mib'], r['device_peak_mib'])")
   set -- $flat
-  [ "$1" = 1 ] && record memory ok $(( $(date +%s) - t )) "peak after step 5: $2 MiB, after step 200: $3 MiB" ||
-    record memory FAILED $(( $(date +%s) - t )) "peak after step 5: $2 MiB, after step 200: $3 MiB"
+  [ "$1" = 1 ] && record memory ok $(( $(date +%s) - t )) "peak after step 5: $2 MiB, after step $mem_steps: $3 MiB" ||
+    record memory FAILED $(( $(date +%s) - t )) "peak after step 5: $2 MiB, after step $mem_steps: $3 MiB"
 else
   record memory FAILED $(( $(date +%s) - t )) "exit $rc: memory.err"
 fi
@@ -325,26 +347,33 @@ fi
 echo "== 8 bench: Llama-2-7B shapes, medtune and HF PEFT side by side"
 t=$(date +%s)
 big=$work/llama2-7b
-if timeout 150 "$bin/medtune-random-llama" "$big" --arch llama2-7b --dtype bf16 > "$out/bench-make.log" 2>&1; then
+arch=llama2-7b
+seq=512
+if [ "$rehearsal" = 1 ]; then  # the commands and their JSON, on a model and batch the CPU runs in seconds
+  big=$work/smollm2-bench
+  arch=smollm2-135m
+  seq=32
+fi
+if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > "$out/bench-make.log" 2>&1; then
   anchor=""
   [ -f bench/hf_peft_anchor.py ] && python3 -c "import torch, peft" 2>/dev/null && anchor=bench/hf_peft_anchor.py
   for ck in 1 0; do
-    timeout 120 "$bin/bench_train_step" "$big" --device gpu --precision bf16 --batch 8 --seq 512 --rank 16 --targets qkvo \
+    timeout 120 "$bin/bench_train_step" "$big" --device "$gpu" --precision bf16 --batch 8 --seq "$seq" --rank 16 --targets qkvo \
       --checkpointing "$ck" --steps 3 > "$out/bench-medtune-ckpt$ck.json" 2>> "$out/bench.err" &&
       result "bench medtune bf16 r16 qkvo 8x512 ckpt=$ck" "$(cat "$out/bench-medtune-ckpt$ck.json")"
     if [ -n "$anchor" ]; then
-      args=(--arch llama2-7b --r 16 --targets qkvo --batch 8 --seq 512)
+      args=(--arch "$arch" --r 16 --targets qkvo --batch 8 --seq "$seq")
       [ "$ck" = 1 ] && args+=(--ckpt)
       timeout 150 python3 "$anchor" "${args[@]}" > "$out/bench-hf-ckpt$ck.json" 2>> "$out/bench.err" &&
         result "bench hf r16 qkvo 8x512 ckpt=$ck" "$(tail -n 1 "$out/bench-hf-ckpt$ck.json")"
     fi
   done
-  timeout 120 "$bin/bench_train_step" "$big" --device gpu --precision fp32 --batch 8 --seq 512 --rank 16 --targets qkvo \
+  timeout 120 "$bin/bench_train_step" "$big" --device "$gpu" --precision fp32 --batch 8 --seq "$seq" --rank 16 --targets qkvo \
     --checkpointing 1 --steps 2 > "$out/bench-medtune-fp32.json" 2>> "$out/bench.err" &&
     result "bench medtune fp32 r16 qkvo 8x512 ckpt=1" "$(cat "$out/bench-medtune-fp32.json")"
-  timeout 60 "$bin/bench_forward" "$big" --device gpu --prompt-tokens 256 --decode-tokens 64 --repeats 3 \
+  timeout 60 "$bin/bench_forward" "$big" --device "$gpu" --prompt-tokens 256 --decode-tokens 64 --repeats 3 \
     > "$out/bench-medtune-decode.json" 2>> "$out/bench.err" && result "bench medtune decode" "$(cat "$out/bench-medtune-decode.json")"
-  [ -n "$anchor" ] && timeout 120 python3 "$anchor" --arch llama2-7b --generate > "$out/bench-hf-decode.json" 2>> "$out/bench.err" &&
+  [ -n "$anchor" ] && timeout 120 python3 "$anchor" --arch "$arch" --generate > "$out/bench-hf-decode.json" 2>> "$out/bench.err" &&
     result "bench hf decode" "$(tail -n 1 "$out/bench-hf-decode.json")"
   record bench done $(( $(date +%s) - t )) "results.jsonl (HF anchor: ${anchor:-not importable here})"
 else
@@ -354,5 +383,6 @@ rm -rf "$work"
 
 echo
 echo "== summary ($(date -u +%H:%M:%S) UTC, $(( $(date +%s) - t_all )) s in all; logs and results.jsonl in $out)"
+[ "$rehearsal" = 1 ] && summary+=("REHEARSAL on the CPU: the script's logic only, nothing about a GPU")
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
 exit "$failed"

@@ -1,7 +1,7 @@
 // The ranks of a data-parallel job and the few collectives training and evaluation need. One
 // interface, three engines: a single process (world of 1, no library at all), MPI on the CPU
 // (dist/mpi_communicator.cpp) and, in GPU builds, NCCL/RCCL for the gradient all-reduce
-// (dist/nccl_communicator.cpp), bootstrapped through MPI. docs/distributed.md has the design.
+// (dist/gpu_collectives.cpp), bootstrapped through MPI. docs/distributed.md has the design.
 //
 // Every call is collective over all ranks unless it says otherwise; `what` names the exchange
 // (e.g. "gradients of step 12") in the message a rank prints when its peers stop answering.
@@ -37,7 +37,7 @@ class Communicator {
   virtual int64_t allreduce_max(int64_t value, const std::string& what) = 0;
   // Whether the engine reads and writes this rank's GPU memory itself (NCCL/RCCL): then
   // allreduce_sum_device takes the gradients where a device summed them. Otherwise a caller
-  // holding device memory stages it through the host (train/gradient_exchange.h).
+  // holding device memory stages it through the host (TrainState::allreduce_gradients).
   virtual bool reads_device_memory() const { return false; }
   // allreduce_sum of n floats at `device_data` in this rank's GPU memory, in place. The caller has
   // finished writing them (its backend synchronized). Only where reads_device_memory().
