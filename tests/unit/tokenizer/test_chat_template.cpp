@@ -2,14 +2,13 @@
 // Expected strings come from tools/make_chat_template_fixtures.py (transformers + jinja2).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "core/error.h"
+#include "support/files.h"
 #include "tokenizer/chat_template.h"
 
 namespace medtune::tokenizer {
@@ -17,13 +16,7 @@ namespace {
 
 const std::string kFixtures = std::string(MEDTUNE_SOURCE_DIR) + "/tests/fixtures/chat_templates/";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in) << "cannot open " << path;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::read_file;
 
 TEST(ChatTemplateParity, EveryCaseMatchesTransformers) {
   const auto cases = nlohmann::json::parse(read_file(kFixtures + "cases.json"));

@@ -7,12 +7,11 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "support/files.h"
 #include "train/batcher.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_identity.h"
@@ -31,12 +30,7 @@ std::string temp_dir(const std::string& name) {
   return dir.string();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::read_file;
 
 TEST(CheckpointState, TrainerStateRoundTrips) {
   TrainerState s;

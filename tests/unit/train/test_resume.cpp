@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
+#include "support/files.h"
 #include "train/checkpoint_dir.h"
 #include "train/run_manifest.h"
 #include "train/trainer.h"
@@ -66,12 +67,7 @@ std::string fresh_dir(const std::string& name) {
   return dir.string();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::read_file;
 
 // metrics.jsonl without the fields that depend on wall time and memory.
 std::string metrics_without_timing(const std::string& path) {

@@ -18,10 +18,11 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
+#include "support/files.h"
+#include "support/thread_ranks.h"
 #include "train/grad_clip.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
-#include "support/thread_ranks.h"
 #include "unit/model/simulated_device.h"
 
 namespace medtune::train {
@@ -88,12 +89,7 @@ std::string fresh_dir(const std::string& name) {
   return dir.string();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::read_file;
 
 // Each logged step's gradient norm (metrics.jsonl), in order.
 std::vector<double> grad_norms(const std::string& dir) {
