@@ -7,6 +7,8 @@
 #   cp models/SmolLM2-135M-Instruct.Q4_1.gguf gpu-model/   # optional: the real model (94 MiB, over
 #                                          # the carry limit: gpu-model/ is not ignored, so it travels
 #                                          # with the working tree; delete it after, never commit it)
+#   cp ../shared/data/medqa/dev.jsonl gpu-model/medqa-dev.jsonl   # optional, with the real model:
+#                                          # stage 5c (the same rules: delete after, never commit)
 # Then, through the device tool, from the repository root, carrying the bundle:
 #   bash scripts/gpu-check.sh              # logs and results.json under $OUT (./gpu-check-out unset)
 # Sized for a 15-minute lease: under 9 minutes; every stage has a timeout.
@@ -34,6 +36,9 @@
 #                   bf16 reported (random SmolLM2-shaped weights, or the real SmolLM2 when present)
 #   5 eval          the fictional test questions scored on the CPU and on the GPU: the same
 #                   predictions at fp32 and the largest |Δ log-likelihood|; bf16's agreement reported
+#   5c medqa        the MedQA dev split scored on the CPU and on the GPU (real SmolLM2 and
+#                   gpu-model/medqa-dev.jsonl, copied from ../shared/data/medqa/dev.jsonl before the
+#                   run, never committed): the same predictions at fp32; bf16's agreement reported
 #   5b serve        medtune serve --device gpu: a greedy completion equals generate --device gpu;
 #                   4 concurrent requests against their answers alone (reported); generate's
 #                   device memory plan against its peak (reported)
@@ -257,6 +262,36 @@ EOF
   [ "$same" = 1 ] && record eval ok $(( $(date +%s) - t )) "$cmp" || record eval FAILED $(( $(date +%s) - t )) "$cmp"
 else
   record eval FAILED $(( $(date +%s) - t )) "exit $rc: eval-*.log"
+fi
+
+echo "== 5c medqa: CPU vs GPU on the MedQA dev split (real SmolLM2 and gpu-model/medqa-dev.jsonl only)"
+t=$(date +%s)
+medqa=gpu-model/medqa-dev.jsonl
+if [ -n "$real" ] && [ -f "$medqa" ]; then
+  rc=0
+  for run in cpu:fp32 gpu:fp32 gpu:bf16; do
+    timeout 150 "$MT" eval "$real" --data "$medqa" -q --device "$(dev "${run%%:*}")" --precision "${run##*:}" \
+      --out "$work/medqa-${run/:/-}" > "$out/medqa-${run/:/-}.log" 2>&1 || rc=$?
+  done
+  if [ "$rc" = 0 ]; then
+    cmp=$(python3 - "$work/medqa-cpu-fp32/predictions.jsonl" "$work/medqa-gpu-fp32/predictions.jsonl" "$work/medqa-gpu-bf16/predictions.jsonl" <<'EOF'
+import json, sys
+a, b, c = ([json.loads(l) for l in open(p)] for p in sys.argv[1:4])
+d = lambda u, v: max(abs(p - q) for x, y in zip(u, v) for p, q in zip(x["option_logprobs"], y["option_logprobs"]))
+acc = lambda u: sum(x["pred"] == x["gold"] for x in u) / len(u)
+print(json.dumps({"questions": len(a), "same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, b)),
+                  "max_abs_dloglik": d(a, b), "accuracy_cpu_gpu": [acc(a), acc(b)],
+                  "bf16_same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, c)), "bf16_max_abs_dloglik": d(a, c)}))
+EOF
+)
+    result medqa "$cmp"
+    same=$(python3 -c "import json; r=json.loads('''$cmp'''); print(int(r['same_prediction']==r['questions']))")
+    [ "$same" = 1 ] && record medqa ok $(( $(date +%s) - t )) "$cmp" || record medqa FAILED $(( $(date +%s) - t )) "$cmp"
+  else
+    record medqa FAILED $(( $(date +%s) - t )) "exit $rc: medqa-*.log"
+  fi
+else
+  record medqa "NOT RUN" 0 "needs the real SmolLM2 and $medqa (copied from ../shared/data/medqa/dev.jsonl, never committed)"
 fi
 
 echo "== 5b serve: medtune serve --device gpu against generate --device gpu"
