@@ -5,6 +5,9 @@
 //   bench_forward MODEL [--prompt-tokens 512] [--decode-tokens 64] [--repeats 5] [--threads N]
 //                 [--device cpu|gpu|gpu:N] [--precision fp32|bf16|auto] [--batch-invariant 1]
 // --batch-invariant 1: the server's kernels at --parallel > 1 (backend::batch_invariant).
+// --score-batch B > 0: also scoring throughput, B rows of P tokens in one forward with the logits of
+// each row's last position (letter scoring's work: medtune runs the lm_head on the scored rows
+// only; transformers' forward, the HF anchor's --score, computes every position's).
 #include <omp.h>
 
 #include <algorithm>
@@ -29,11 +32,11 @@ using medtune::bench::seconds_since;
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: bench_forward MODEL [--prompt-tokens P] [--decode-tokens D] [--repeats R] [--threads N] "
-                 "[--device D] [--precision P] [--batch-invariant 1]\n";
+                 "[--device D] [--precision P] [--batch-invariant 1] [--score-batch B]\n";
     return 2;
   }
   std::string path = argv[1];
-  int64_t P = 512, D = 64, R = 5;
+  int64_t P = 512, D = 64, R = 5, score_batch = 0;
   int threads = 0;
   std::string device = "cpu", precision = "auto";
   bool invariant = false;
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
     else if (k == "--repeats") R = v;
     else if (k == "--threads") threads = static_cast<int>(v);
     else if (k == "--batch-invariant") invariant = v != 0;
+    else if (k == "--score-batch") score_batch = v;
   }
   if (threads > 0) omp_set_num_threads(threads);
 
@@ -84,6 +88,23 @@ int main(int argc, char** argv) {
     pp.push_back(static_cast<double>(P) / t_pp);
     tg.push_back(static_cast<double>(D) / t_tg);
   }
+  std::vector<double> sc;  // scoring: B x P tokens per second
+  if (score_batch > 0) {
+    const int64_t B = score_batch;
+    std::vector<int32_t> ids;  // (B, P): the prompt, each row rotated so the rows differ
+    std::vector<int64_t> last_rows;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = 0; t < P; ++t) ids.push_back(prompt[static_cast<size_t>((t + b * 7) % P)]);
+      last_rows.push_back(b * P + P - 1);
+    }
+    for (int64_t r = 0; r < R + 1; ++r) {
+      medtune::model::KvCache cache = model.make_cache(B, P);
+      const auto t0 = std::chrono::steady_clock::now();
+      model.forward(medtune::model::Batch{B, P, ids, {}}, cache, logits, last_rows);
+      const double t = seconds_since(t0);
+      if (r > 0) sc.push_back(static_cast<double>(B * P) / t);
+    }
+  }
   nlohmann::json j;
   j["engine"] = "medtune";
   j["model"] = path;
@@ -96,6 +117,12 @@ int main(int argc, char** argv) {
   j["decode_tokens_per_s_median"] = median(tg);
   j["prompt_tokens_per_s"] = pp;
   j["decode_tokens_per_s"] = tg;
+  if (score_batch > 0) {
+    j["score_batch"] = score_batch;
+    j["score_tokens_per_s_median"] = median(sc);
+    j["score_tokens_per_s"] = sc;
+    j["device_peak_mib"] = static_cast<double>(be.peak_bytes()) / (1024.0 * 1024.0);
+  }
   std::cout << j.dump() << "\n";
   return 0;
 }

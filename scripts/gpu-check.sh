@@ -47,10 +47,12 @@
 #   7 memory        200 training steps on the GPU: the backend's peak bytes after step 5 and after
 #                   step 200 (flat: equal)
 #   8 bench         random-weight Llama-2-7B shapes, side by side in this run: medtune
-#                   (bench_train_step --device gpu) and ../shared/bench/hf_peft_anchor.py when torch
-#                   and peft are importable here (copy it to bench/hf_peft_anchor.py before the run:
-#                   ../shared does not travel): LoRA r16 qkvo 8 x 512 with and without
-#                   checkpointing, batch-1 decode; tokens/s and peak memory
+#                   (bench_train_step, bench_forward --device gpu) and ../shared/bench/hf_peft_anchor.py
+#                   when torch and peft are importable here (copy it to bench/hf_peft_anchor.py before
+#                   the run: ../shared does not travel): LoRA r16 qkvo 8 x 512 with and without
+#                   checkpointing, scoring 16 x 512, batch-1 decode, QLoRA r64 all-linear over NF4
+#                   (the anchor over bf16), fp32; then Llama-3-8B r16 all-linear if time remains.
+#                   Tokens/s and peak memory; each case starts only within the run's budget
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rehearsal=${GPU_CHECK_REHEARSAL:-0}
@@ -70,10 +72,13 @@ summary=()
 failed=0
 results="$out/results.jsonl"
 : > "$results"
+: > "$out/summary-so-far.txt"
 
 # record STAGE STATUS SECONDS [NOTE]
 record() {
   summary+=("$(printf '%-10s %-16s %5s s  %s' "$1" "$2" "$3" "${4:-}")")
+  # As it goes, so that a run stopped by the lease still brings its summary back.
+  printf '%s\n' "${summary[${#summary[@]}-1]}" >> "$out/summary-so-far.txt"
   case $2 in FAILED | "TIMED OUT") failed=1 ;; esac
   return 0
 }
@@ -392,25 +397,67 @@ fi
 if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > "$out/bench-make.log" 2>&1; then
   anchor=""
   [ -f bench/hf_peft_anchor.py ] && python3 -c "import torch, peft" 2>/dev/null && anchor=bench/hf_peft_anchor.py
+  # Cases in order of importance; each starts only while the run is within its budget (the lease).
+  budget=${BENCH_BUDGET_S:-470}
+  in_time() { [ $(( $(date +%s) - t_all )) -lt "$budget" ] || { skipped="$skipped $1"; return 1; }; }
+  skipped=""
+  # medtune NAME OUTFILE ARGS...: bench_train_step on $big, recorded under NAME
+  train_case() {
+    local name=$1 file=$2; shift 2
+    in_time "$name" || return 0
+    timeout 120 "$bin/bench_train_step" "$big" --device "$gpu" --batch 8 --seq "$seq" "$@" > "$out/$file" 2>> "$out/bench.err" &&
+      result "bench medtune $name" "$(cat "$out/$file")"
+  }
+  # hf NAME OUTFILE ARGS...: the anchor, when it imports here
+  hf_case() {
+    local name=$1 file=$2; shift 2
+    [ -n "$anchor" ] && in_time "hf $name" || return 0
+    timeout 150 python3 "$anchor" --arch "$arch" "$@" > "$out/$file" 2>> "$out/bench.err" &&
+      result "bench hf $name" "$(tail -n 1 "$out/$file")"
+  }
   for ck in 1 0; do
-    timeout 120 "$bin/bench_train_step" "$big" --device "$gpu" --precision bf16 --batch 8 --seq "$seq" --rank 16 --targets qkvo \
-      --checkpointing "$ck" --steps 3 > "$out/bench-medtune-ckpt$ck.json" 2>> "$out/bench.err" &&
-      result "bench medtune bf16 r16 qkvo 8x512 ckpt=$ck" "$(cat "$out/bench-medtune-ckpt$ck.json")"
-    if [ -n "$anchor" ]; then
-      args=(--arch "$arch" --r 16 --targets qkvo --batch 8 --seq "$seq")
-      [ "$ck" = 1 ] && args+=(--ckpt)
-      timeout 150 python3 "$anchor" "${args[@]}" > "$out/bench-hf-ckpt$ck.json" 2>> "$out/bench.err" &&
-        result "bench hf r16 qkvo 8x512 ckpt=$ck" "$(tail -n 1 "$out/bench-hf-ckpt$ck.json")"
-    fi
+    hf_args=(--r 16 --targets qkvo --batch 8 --seq "$seq")
+    [ "$ck" = 1 ] && hf_args+=(--ckpt)
+    train_case "bf16 r16 qkvo 8x512 ckpt=$ck" "bench-medtune-ckpt$ck.json" --precision bf16 --rank 16 --targets qkvo \
+      --checkpointing "$ck" --steps 3
+    hf_case "r16 qkvo 8x512 ckpt=$ck" "bench-hf-ckpt$ck.json" "${hf_args[@]}"
   done
-  timeout 120 "$bin/bench_train_step" "$big" --device "$gpu" --precision fp32 --batch 8 --seq "$seq" --rank 16 --targets qkvo \
-    --checkpointing 1 --steps 2 > "$out/bench-medtune-fp32.json" 2>> "$out/bench.err" &&
-    result "bench medtune fp32 r16 qkvo 8x512 ckpt=1" "$(cat "$out/bench-medtune-fp32.json")"
-  timeout 60 "$bin/bench_forward" "$big" --device "$gpu" --prompt-tokens 256 --decode-tokens 64 --repeats 3 \
-    > "$out/bench-medtune-decode.json" 2>> "$out/bench.err" && result "bench medtune decode" "$(cat "$out/bench-medtune-decode.json")"
-  [ -n "$anchor" ] && timeout 120 python3 "$anchor" --arch "$arch" --generate > "$out/bench-hf-decode.json" 2>> "$out/bench.err" &&
-    result "bench hf decode" "$(tail -n 1 "$out/bench-hf-decode.json")"
-  record bench done $(( $(date +%s) - t )) "results.jsonl (HF anchor: ${anchor:-not importable here})"
+  # Scoring 16 x 512: medtune computes the logits of each row's last position (letter scoring),
+  # the anchor every position's (transformers' forward).
+  if in_time "score"; then
+    timeout 90 "$bin/bench_forward" "$big" --device "$gpu" --precision bf16 --prompt-tokens "$seq" --decode-tokens 1 \
+      --repeats 3 --score-batch 16 > "$out/bench-medtune-score.json" 2>> "$out/bench.err" &&
+      result "bench medtune score bf16 16x512" "$(cat "$out/bench-medtune-score.json")"
+  fi
+  hf_case "score 16x512" "bench-hf-score.json" --score --batch 16 --seq "$seq"
+  if in_time "decode"; then
+    timeout 60 "$bin/bench_forward" "$big" --device "$gpu" --prompt-tokens 256 --decode-tokens 64 --repeats 3 \
+      > "$out/bench-medtune-decode.json" 2>> "$out/bench.err" && result "bench medtune decode" "$(cat "$out/bench-medtune-decode.json")"
+  fi
+  hf_case "decode" "bench-hf-decode.json" --generate
+  # The seed's QLoRA shape: r64 on all linears over an NF4 base (goal: <= 8 GiB); the anchor has
+  # no NF4 and runs it over the bf16 base.
+  train_case "bf16 r64 all nf4 8x512 ckpt=1" "bench-medtune-qlora.json" --precision bf16 --rank 64 --targets all \
+    --base-quant nf4 --checkpointing 1 --steps 3
+  hf_case "r64 all (bf16 base) 8x512 ckpt=1" "bench-hf-r64.json" --r 64 --targets all --batch 8 --seq "$seq" --ckpt
+  train_case "fp32 r16 qkvo 8x512 ckpt=1" "bench-medtune-fp32.json" --precision fp32 --rank 16 --targets qkvo \
+    --checkpointing 1 --steps 2
+  # Llama-3-8B shapes (GQA, 128k vocabulary) when at least two minutes remain for them.
+  if [ "$rehearsal" != 1 ] && [ $(( $(date +%s) - t_all + 120 )) -lt "$budget" ]; then
+    rm -rf "$big"
+    big=$work/llama3-8b
+    arch=llama3-8b
+    if timeout 100 "$bin/medtune-random-llama" "$big" --arch llama3-8b --dtype bf16 > "$out/bench-make-8b.log" 2>&1; then
+      train_case "llama3-8b bf16 r16 all 8x512 ckpt=1" "bench-medtune-8b.json" --precision bf16 --rank 16 --targets all \
+        --checkpointing 1 --steps 3
+      hf_case "llama3-8b r16 all 8x512 ckpt=1" "bench-hf-8b.json" --r 16 --targets all --batch 8 --seq "$seq" --ckpt
+    else
+      skipped="$skipped llama3-8b(make failed: bench-make-8b.log)"
+    fi
+  else
+    skipped="$skipped llama3-8b"
+  fi
+  record bench done $(( $(date +%s) - t )) "results.jsonl (HF anchor: ${anchor:-not importable here}; skipped for time:${skipped:- none})"
 else
   record bench FAILED $(( $(date +%s) - t )) "medtune-random-llama: bench-make.log"
 fi
