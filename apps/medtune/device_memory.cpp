@@ -4,9 +4,10 @@
 
 namespace medtune::cli {
 
-model::InferencePlan check_device_memory(const model::LlamaModel& model, const std::vector<const model::LoraWeights*>& adapters,
-                         const model::InferenceShape& s, const std::string& what, const std::string& to_lower,
-                         bool quiet) {
+model::InferencePlan check_device_memory(const model::LlamaModel& model,
+                                         const std::vector<const model::LoraWeights*>& adapters,
+                                         const model::InferenceShape& s, const std::string& what,
+                                         const std::string& to_lower, bool quiet) {
   backend::Backend& be = model.backend();
   if (be.device().is_cpu()) return {};
   const model::LoraWeights* largest = nullptr;
@@ -17,11 +18,12 @@ model::InferencePlan check_device_memory(const model::LlamaModel& model, const s
   }
   // What the backend holds now is the base weights (an adapter goes up at its first use).
   const auto weights = static_cast<double>(be.resident_bytes());
-  model::InferencePlan plan = model::plan_inference(model.config(), weights, largest, s, be.precision());
+  model::InferencePlan plan =
+      model::plan_inference(model.config(), weights, largest, s, be.precision());
   plan.adapter = adapter_bytes;
   if (!quiet) std::cerr << "medtune: " << model::format_inference_plan(plan, be.device().str(), s);
-  model::refuse_if_inference_too_large(plan, what, be.device().str(), static_cast<double>(be.free_memory()), weights,
-                                       to_lower);
+  model::refuse_if_inference_too_large(plan, what, be.device().str(),
+                                       static_cast<double>(be.free_memory()), weights, to_lower);
   return plan;
 }
 

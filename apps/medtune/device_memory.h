@@ -19,8 +19,9 @@ namespace medtune::cli {
 // the one of most parameters sizes the layer's LoRA buffers. `what`: the command in words
 // ("evaluating"); to_lower: the settings that shrink the plan. Returns the plan (all zeros on the
 // CPU).
-model::InferencePlan check_device_memory(const model::LlamaModel& model, const std::vector<const model::LoraWeights*>& adapters,
-                         const model::InferenceShape& s, const std::string& what, const std::string& to_lower,
-                         bool quiet);
+model::InferencePlan check_device_memory(const model::LlamaModel& model,
+                                         const std::vector<const model::LoraWeights*>& adapters,
+                                         const model::InferenceShape& s, const std::string& what,
+                                         const std::string& to_lower, bool quiet);
 
 }  // namespace medtune::cli

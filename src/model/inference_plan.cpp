@@ -10,7 +10,7 @@ namespace medtune::model {
 
 namespace {
 
-constexpr double kF = 4.0;             // bytes per fp32
+constexpr double kF = 4.0;                   // bytes per fp32
 constexpr double kChunkFloats = 16777216.0;  // the GPU backend's dequantization chunk (2^24 floats)
 
 std::string mib(double bytes) {
@@ -73,10 +73,12 @@ double device_workspace_bytes(const ModelConfig& c, int64_t tokens, backend::Pre
   return bytes;
 }
 
-std::string format_inference_plan(const InferencePlan& p, const std::string& device, const InferenceShape& s) {
+std::string format_inference_plan(const InferencePlan& p, const std::string& device,
+                                  const InferenceShape& s) {
   std::ostringstream out;
   out << "device " << device << " memory plan (" << s.cache_rows << " x " << s.cache_len
-      << " cached positions, passes of up to " << s.tokens << " tokens, " << s.logit_rows << " logit rows):\n"
+      << " cached positions, passes of up to " << s.tokens << " tokens, " << s.logit_rows
+      << " logit rows):\n"
       << "  base weights (resident, stored dtype) " << mib(p.weights) << "\n";
   if (p.adapter > 0) out << "  LoRA A, B                    " << mib(p.adapter) << "\n";
   out << "  keys/values                  " << mib(p.kv) << "\n"
@@ -87,14 +89,17 @@ std::string format_inference_plan(const InferencePlan& p, const std::string& dev
   return out.str();
 }
 
-void refuse_if_inference_too_large(const InferencePlan& p, const std::string& what, const std::string& device,
-                                   double free_bytes, double already_there, const std::string& to_lower) {
+void refuse_if_inference_too_large(const InferencePlan& p, const std::string& what,
+                                   const std::string& device, double free_bytes,
+                                   double already_there, const std::string& to_lower) {
   if (free_bytes <= 0 || p.total() - already_there <= free_bytes) return;
-  throw BadInput(what + " needs " + mib(p.total()) + " on device " + device + " (base weights " + mib(p.weights) +
-                 (p.adapter > 0 ? ", LoRA " + mib(p.adapter) : std::string()) + ", keys/values " + mib(p.kv) +
-                 ", activations " + mib(p.acts) + ", logits " + mib(p.logits) + ", workspace " + mib(p.workspace) +
-                 ") and " + mib(free_bytes) + " is free there" +
-                 (already_there > 0 ? " besides the " + mib(already_there) + " loaded already" : std::string()) +
+  throw BadInput(what + " needs " + mib(p.total()) + " on device " + device + " (base weights " +
+                 mib(p.weights) + (p.adapter > 0 ? ", LoRA " + mib(p.adapter) : std::string()) +
+                 ", keys/values " + mib(p.kv) + ", activations " + mib(p.acts) + ", logits " +
+                 mib(p.logits) + ", workspace " + mib(p.workspace) + ") and " + mib(free_bytes) +
+                 " is free there" +
+                 (already_there > 0 ? " besides the " + mib(already_there) + " loaded already"
+                                    : std::string()) +
                  "; lower " + to_lower + ", or use a device with more memory");
 }
 

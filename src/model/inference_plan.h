@@ -27,15 +27,15 @@ struct InferenceShape {
 
 // Bytes.
 struct InferencePlan {
-  double weights = 0;    // the base weights, resident in their stored dtype
-  double adapter = 0;    // LoRA A and B, resident in fp32
-  double kv = 0;         // keys and values: L x B x Smax x 2 x NKV x HD fp32
+  double weights = 0;  // the base weights, resident in their stored dtype
+  double adapter = 0;  // LoRA A and B, resident in fp32
+  double kv = 0;       // keys and values: L x B x Smax x 2 x NKV x HD fp32
   // One pass of N tokens: the residual stream (N, C), the RoPE tables (N, HD), the key mask
   // (B, Smax bytes), one layer's activations and scratch (N x (5C + 2 NH HD + 2 NKV HD + 3F + 2
   // + NH) fp32, plus N x (the layer's LoRA ranks) and the stacked A of a LoRA group), and the
   // final norm's rows (2 R C).
   double acts = 0;
-  double logits = 0;     // (R, V) fp32
+  double logits = 0;  // (R, V) fp32
   // The GPU backend's own: one weight chunk dequantized to fp32 (at most 2^24 floats, 64 MiB);
   // with bf16 GEMMs also that chunk in bf16 and the largest GEMM input rounded to bf16 (N x F).
   double workspace = 0;
@@ -52,13 +52,15 @@ InferencePlan plan_inference(const ModelConfig& c, double weight_bytes, const Lo
                              const InferenceShape& s, backend::Precision precision);
 
 // Several lines, each part in MiB, under a title naming the device and the command's shape.
-std::string format_inference_plan(const InferencePlan& p, const std::string& device, const InferenceShape& s);
+std::string format_inference_plan(const InferencePlan& p, const std::string& device,
+                                  const InferenceShape& s);
 
 // Throws BadInput when the part of the plan not yet on the device (all but `already_there`
 // bytes: the base weights, which LlamaModel uploads when it loads) is more than `free_bytes`
 // (0: unknown, no check), naming the command (`what`, e.g. "evaluating"), the device, each part,
 // what is free, and `to_lower` (the settings that shrink it, e.g. "--ctx-size").
-void refuse_if_inference_too_large(const InferencePlan& p, const std::string& what, const std::string& device,
-                                   double free_bytes, double already_there, const std::string& to_lower);
+void refuse_if_inference_too_large(const InferencePlan& p, const std::string& what,
+                                   const std::string& device, double free_bytes,
+                                   double already_there, const std::string& to_lower);
 
 }  // namespace medtune::model

@@ -3,7 +3,9 @@
 namespace medtune::model {
 
 LoraFlatLayout::LoraFlatLayout(const LoraWeights& lora) : offset_(1, 0) {
-  const auto padded = [](int64_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; };
+  const auto padded = [](int64_t n) {
+    return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+  };
   for (const auto& layer : lora.layers)
     for (const LoraLinear& ll : layer) {
       if (!ll.enabled()) continue;
@@ -12,7 +14,8 @@ LoraFlatLayout::LoraFlatLayout(const LoraWeights& lora) : offset_(1, 0) {
     }
 }
 
-std::vector<std::array<LoraGrad, kNumProj>> LoraFlatLayout::grad_table(const LoraWeights& lora, float* base) const {
+std::vector<std::array<LoraGrad, kNumProj>> LoraFlatLayout::grad_table(const LoraWeights& lora,
+                                                                       float* base) const {
   std::vector<std::array<LoraGrad, kNumProj>> table(lora.layers.size());
   size_t i = 0;
   for (size_t l = 0; l < lora.layers.size(); ++l)

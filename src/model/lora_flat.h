@@ -30,7 +30,8 @@ class LoraFlatLayout {
 
   // Each enabled projection's {dA, dB} pointers into an array of this layout at `base`,
   // [layer][proj] (the model's TrainOptions::device_grads); null for disabled projections.
-  std::vector<std::array<LoraGrad, kNumProj>> grad_table(const LoraWeights& lora, float* base) const;
+  std::vector<std::array<LoraGrad, kNumProj>> grad_table(const LoraWeights& lora,
+                                                         float* base) const;
 
  private:
   std::vector<int64_t> offset_;  // (count() + 1)

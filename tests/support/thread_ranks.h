@@ -68,8 +68,12 @@ class ThreadRank final : public dist::Communicator {
     const auto& src = all[static_cast<size_t>(root)];
     std::memcpy(data.data(), src.data(), data.size());
   }
-  void allreduce_sum(std::span<float> data, const std::string&) override { sum_in_rank_order(data); }
-  void allreduce_sum(std::span<double> data, const std::string&) override { sum_in_rank_order(data); }
+  void allreduce_sum(std::span<float> data, const std::string&) override {
+    sum_in_rank_order(data);
+  }
+  void allreduce_sum(std::span<double> data, const std::string&) override {
+    sum_in_rank_order(data);
+  }
   int64_t allreduce_max(int64_t value, const std::string&) override {
     int64_t m = value;
     for (const auto& d : gather(std::as_bytes(std::span<const int64_t>(&value, 1)))) {
@@ -142,7 +146,8 @@ class ThreadRank final : public dist::Communicator {
 };
 
 // Runs body(comm) on hub.size threads, one rank each, and waits for all of them.
-inline void run_thread_ranks(ThreadHub& hub, bool reads_device_memory, const std::function<void(ThreadRank&)>& body) {
+inline void run_thread_ranks(ThreadHub& hub, bool reads_device_memory,
+                             const std::function<void(ThreadRank&)>& body) {
   std::vector<std::thread> threads;
   for (int r = 0; r < hub.size; ++r)
     threads.emplace_back([&, r] {

@@ -3,12 +3,11 @@
 // parts (all but the GPU backend's own workspace, which the simulated device does not have) must
 // add up to its peak exactly for LlamaModel::forward, with and without an adapter, and bound
 // forward_ragged's (the server's pass, whose layer buffers are fewer).
-#include "model/inference_plan.h"
-
 #include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "model/inference_plan.h"
 #include "model/llama.h"
 #include "model/weights.h"
 #include "unit/model/simulated_device.h"
@@ -61,7 +60,8 @@ TEST(InferencePlan, ForwardOnADeviceHoldsWhatThePlanSays) {
       ASSERT_EQ(logits.size(), static_cast<size_t>(4 * m.config().vocab_size));
     }
     const InferencePlan plan =
-        plan_inference(m.config(), stored_weight_bytes(), with_lora ? &lora : nullptr, s, backend::Precision::kFp32);
+        plan_inference(m.config(), stored_weight_bytes(), with_lora ? &lora : nullptr, s,
+                       backend::Precision::kFp32);
     EXPECT_EQ(static_cast<double>(dev.peak_bytes()), plan.total() - plan.workspace)
         << format_inference_plan(plan, "gpu", s);
     EXPECT_GT(plan.kv, 0);
@@ -86,7 +86,8 @@ TEST(InferencePlan, RaggedForwardStaysWithinThePlan) {
     std::vector<float> logits;
     m.forward_ragged(b, cache, logits);
   }
-  const InferencePlan plan = plan_inference(m.config(), stored_weight_bytes(), nullptr, s, backend::Precision::kFp32);
+  const InferencePlan plan =
+      plan_inference(m.config(), stored_weight_bytes(), nullptr, s, backend::Precision::kFp32);
   EXPECT_LE(static_cast<double>(dev.peak_bytes()), plan.total() - plan.workspace);
   EXPECT_GE(static_cast<double>(dev.peak_bytes()), plan.weights + plan.kv + plan.logits);
 }
@@ -95,20 +96,27 @@ TEST(InferencePlan, TooLargeIsRefusedWithItsNumbers) {
   const ModelConfig c = io::open_checkpoint(kFixture).config;
   const InferenceShape s{1, 4096, 4096, 4096};
   const InferencePlan plan = plan_inference(c, 1e6, nullptr, s, backend::Precision::kBf16);
-  EXPECT_GT(plan.workspace, plan_inference(c, 1e6, nullptr, s, backend::Precision::kFp32).workspace);
-  EXPECT_NO_THROW(refuse_if_inference_too_large(plan, "evaluating", "gpu:0", plan.total() + 1, 0, "x"));
-  EXPECT_NO_THROW(refuse_if_inference_too_large(plan, "evaluating", "gpu:0", 0, 0, "x"));  // unknown
+  EXPECT_GT(plan.workspace,
+            plan_inference(c, 1e6, nullptr, s, backend::Precision::kFp32).workspace);
+  EXPECT_NO_THROW(
+      refuse_if_inference_too_large(plan, "evaluating", "gpu:0", plan.total() + 1, 0, "x"));
+  EXPECT_NO_THROW(
+      refuse_if_inference_too_large(plan, "evaluating", "gpu:0", 0, 0, "x"));  // unknown
   // The weights loaded already count in the plan, not against what is free.
-  EXPECT_NO_THROW(refuse_if_inference_too_large(plan, "evaluating", "gpu:0", plan.total() - 1e6, 1e6, "x"));
-  EXPECT_THROW(refuse_if_inference_too_large(plan, "evaluating", "gpu:0", plan.total() - 1e6 - 1, 1e6, "x"), BadInput);
+  EXPECT_NO_THROW(
+      refuse_if_inference_too_large(plan, "evaluating", "gpu:0", plan.total() - 1e6, 1e6, "x"));
+  EXPECT_THROW(
+      refuse_if_inference_too_large(plan, "evaluating", "gpu:0", plan.total() - 1e6 - 1, 1e6, "x"),
+      BadInput);
   try {
-    refuse_if_inference_too_large(plan, "evaluating", "gpu:0", plan.total() / 2, 1e6, "--batch-tokens");
+    refuse_if_inference_too_large(plan, "evaluating", "gpu:0", plan.total() / 2, 1e6,
+                                  "--batch-tokens");
     FAIL() << "no exception";
   } catch (const BadInput& e) {
     const std::string msg = e.what();
-    for (const char* part : {"evaluating needs", "on device gpu:0", "keys/values", "logits", "is free there",
-                             "besides the 1.0 MiB loaded already",
-                             "lower --batch-tokens"})
+    for (const char* part :
+         {"evaluating needs", "on device gpu:0", "keys/values", "logits", "is free there",
+          "besides the 1.0 MiB loaded already", "lower --batch-tokens"})
       EXPECT_NE(msg.find(part), std::string::npos) << part << " in: " << msg;
   }
 }
