@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -60,13 +61,15 @@ class ThreadRank final : public dist::Communicator {
     auto& q = hub_.box[{from, rank_}];
     hub_.cv.wait(lock, [&] { return !q.empty(); });
     if (q.front().size() != data.size()) fail("recv of " + what + ": message size differs");
-    std::memcpy(data.data(), q.front().data(), data.size());
+    // std::copy, not memcpy: an empty message's data() may be null, which memcpy may not take.
+    std::copy(q.front().begin(), q.front().end(), data.begin());
     q.erase(q.begin());
   }
   void broadcast(std::span<std::byte> data, int root, const std::string&) override {
     const auto all = gather(data);
     const auto& src = all[static_cast<size_t>(root)];
-    std::memcpy(data.data(), src.data(), data.size());
+    if (src.size() != data.size()) fail("broadcast: the root's size differs");
+    std::copy(src.begin(), src.end(), data.begin());
   }
   void allreduce_sum(std::span<float> data, const std::string&) override {
     sum_in_rank_order(data);
