@@ -1,7 +1,8 @@
 // The device memory an inference command holds, planned from the model's shape before anything
-// of that size is allocated: `eval`, `generate` and `serve` on a device print it and refuse a plan
-// beyond the device's free memory with its numbers, instead of running out of memory after the
-// model has loaded (docs/gpu.md). The training plan is train/memory_plan.h.
+// of that size is allocated: on a device, `eval` (the scorer), `generate` and `serve` refuse a
+// plan beyond the device's free memory with its numbers before their first pass, instead of
+// running out of memory in the middle (the last two also print it; docs/gpu.md). The training
+// plan is train/memory_plan.h.
 //
 // The passes are LlamaModel::forward and forward_ragged: one layer's activations at a time
 // (reused by every layer, so the peak is one layer's, not L layers'), keys and values of every
