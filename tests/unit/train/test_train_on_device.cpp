@@ -304,7 +304,7 @@ TEST(TrainOnDevice, RanksAllReduceTheirDeviceSumsAsTheHostDoes) {
     TrainSummary summary;
     std::string log;
   };
-  // Rank 0's run (the writer) and each rank's losses.
+  // Two ranks of the same run: rank 0 (the writer) returned, once the ranks agree on every loss.
   const auto run_ranks = [&](const std::string& dir, bool on_device, bool engine_reads_device,
                              int* device_allreduces) {
     static testing::SimulatedDevice devices[2];  // outlive the rank threads' layer scratch
