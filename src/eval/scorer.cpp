@@ -316,17 +316,19 @@ std::vector<QuestionResult> score_questions_batched(model::LlamaModel& model, co
     ranges.emplace_back(first, last);
     first = last;
   }
-  const auto batch_of = [&](const std::pair<size_t, size_t>& r) {
+  // Built once (their ids are small next to the model): planned on a device, then run.
+  std::vector<QuestionBatch> batches;
+  for (const auto& [first, last] : ranges) {
     std::vector<const PreparedQuestion*> qs;
-    for (size_t i = r.first; i < r.second; ++i) qs.push_back(&prepared[i]);
-    return build_batch(std::move(qs));
-  };
+    for (size_t i = first; i < last; ++i) qs.push_back(&prepared[i]);
+    batches.push_back(build_batch(std::move(qs)));
+  }
   backend::Backend& be = model.backend();
   if (!be.device().is_cpu()) {
     model::InferencePlan largest;
     model::InferenceShape largest_shape;
-    for (const auto& r : ranges) {
-      const model::InferenceShape s = batch_of(r).shape();
+    for (const QuestionBatch& qb : batches) {
+      const model::InferenceShape s = qb.shape();
       const model::InferencePlan p = model::plan_inference(model.config(), static_cast<double>(be.resident_bytes()),
                                                            model.lora(), s, be.precision());
       if (p.total() > largest.total()) {
@@ -345,12 +347,13 @@ std::vector<QuestionResult> score_questions_batched(model::LlamaModel& model, co
   }
   std::vector<QuestionResult> out(items.size());
   size_t done = 0;
-  for (const auto& r : ranges) {
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    const auto [first, last] = ranges[k];
     std::vector<std::vector<double>> logliks;
-    for (size_t i = r.first; i < r.second; ++i) logliks.emplace_back(prepared[i].conts().size(), 0.0);
-    score_batch(model, batch_of(r), logliks);
-    for (size_t i = r.first; i < r.second; ++i) {
-      out[i] = finish_question(items[i], scoring, prepared[i], std::move(logliks[i - r.first])).result;
+    for (size_t i = first; i < last; ++i) logliks.emplace_back(prepared[i].conts().size(), 0.0);
+    score_batch(model, batches[k], logliks);
+    for (size_t i = first; i < last; ++i) {
+      out[i] = finish_question(items[i], scoring, prepared[i], std::move(logliks[i - first])).result;
       ++done;
       if (progress) progress(done, items.size());
     }
