@@ -245,6 +245,27 @@ else
   record train FAILED $(( $(date +%s) - t )) "exit $rc: train-*.log"
 fi
 
+# compare_evals STAGE PREFIX: the predictions of $work/PREFIX-{cpu-fp32,gpu-fp32,gpu-bf16} compared
+# and recorded under STAGE: ok when fp32 on the GPU predicts what the CPU does on every question;
+# the largest |delta log-likelihood|, both accuracies and bf16's agreement are reported.
+compare_evals() {
+  local stage=$1 prefix=$2 cmp same
+  cmp=$(python3 - "$work/$prefix-cpu-fp32/predictions.jsonl" "$work/$prefix-gpu-fp32/predictions.jsonl" \
+    "$work/$prefix-gpu-bf16/predictions.jsonl" <<'EOF'
+import json, sys
+a, b, c = ([json.loads(l) for l in open(p)] for p in sys.argv[1:4])
+d = lambda u, v: max(abs(p - q) for x, y in zip(u, v) for p, q in zip(x["option_logprobs"], y["option_logprobs"]))
+acc = lambda u: sum(x["pred"] == x["gold"] for x in u) / len(u)
+print(json.dumps({"questions": len(a), "same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, b)),
+                  "max_abs_dloglik": d(a, b), "accuracy_cpu_gpu": [acc(a), acc(b)],
+                  "bf16_same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, c)), "bf16_max_abs_dloglik": d(a, c)}))
+EOF
+)
+  result "$stage" "$cmp"
+  same=$(python3 -c "import json; r=json.loads('''$cmp'''); print(int(r['same_prediction']==r['questions']))" 2>/dev/null)
+  [ "$same" = 1 ] && record "$stage" ok $(( $(date +%s) - t )) "$cmp" || record "$stage" FAILED $(( $(date +%s) - t )) "$cmp"
+}
+
 echo "== 5 eval: CPU vs GPU on data/fictional/test.jsonl"
 t=$(date +%s)
 rc=0
@@ -253,18 +274,7 @@ for run in cpu:fp32 gpu:fp32 gpu:bf16; do
     --device "$(dev "${run%%:*}")" --precision "${run##*:}" --out "$work/eval-${run/:/-}" > "$out/eval-${run/:/-}.log" 2>&1 || rc=$?
 done
 if [ "$rc" = 0 ]; then
-  cmp=$(python3 - "$work/eval-cpu-fp32/predictions.jsonl" "$work/eval-gpu-fp32/predictions.jsonl" "$work/eval-gpu-bf16/predictions.jsonl" <<'EOF'
-import json, sys
-a, b, c = ([json.loads(l) for l in open(p)] for p in sys.argv[1:4])
-d = lambda u, v: max(abs(p - q) for x, y in zip(u, v) for p, q in zip(x["option_logprobs"], y["option_logprobs"]))
-print(json.dumps({"questions": len(a), "same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, b)),
-                  "max_abs_dloglik": d(a, b), "bf16_same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, c)),
-                  "bf16_max_abs_dloglik": d(a, c)}))
-EOF
-)
-  result eval "$cmp"
-  same=$(python3 -c "import json; r=json.loads('''$cmp'''); print(int(r['same_prediction']==r['questions']))")
-  [ "$same" = 1 ] && record eval ok $(( $(date +%s) - t )) "$cmp" || record eval FAILED $(( $(date +%s) - t )) "$cmp"
+  compare_evals eval eval
 else
   record eval FAILED $(( $(date +%s) - t )) "exit $rc: eval-*.log"
 fi
@@ -279,19 +289,7 @@ if [ -n "$real" ] && [ -f "$medqa" ]; then
       --out "$work/medqa-${run/:/-}" > "$out/medqa-${run/:/-}.log" 2>&1 || rc=$?
   done
   if [ "$rc" = 0 ]; then
-    cmp=$(python3 - "$work/medqa-cpu-fp32/predictions.jsonl" "$work/medqa-gpu-fp32/predictions.jsonl" "$work/medqa-gpu-bf16/predictions.jsonl" <<'EOF'
-import json, sys
-a, b, c = ([json.loads(l) for l in open(p)] for p in sys.argv[1:4])
-d = lambda u, v: max(abs(p - q) for x, y in zip(u, v) for p, q in zip(x["option_logprobs"], y["option_logprobs"]))
-acc = lambda u: sum(x["pred"] == x["gold"] for x in u) / len(u)
-print(json.dumps({"questions": len(a), "same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, b)),
-                  "max_abs_dloglik": d(a, b), "accuracy_cpu_gpu": [acc(a), acc(b)],
-                  "bf16_same_prediction": sum(x["pred"] == y["pred"] for x, y in zip(a, c)), "bf16_max_abs_dloglik": d(a, c)}))
-EOF
-)
-    result medqa "$cmp"
-    same=$(python3 -c "import json; r=json.loads('''$cmp'''); print(int(r['same_prediction']==r['questions']))")
-    [ "$same" = 1 ] && record medqa ok $(( $(date +%s) - t )) "$cmp" || record medqa FAILED $(( $(date +%s) - t )) "$cmp"
+    compare_evals medqa medqa
   else
     record medqa FAILED $(( $(date +%s) - t )) "exit $rc: medqa-*.log"
   fi
