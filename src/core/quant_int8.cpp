@@ -9,6 +9,10 @@
 #include <iterator>
 #include <string>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kquant_layout.h"
@@ -132,33 +136,96 @@ const int8_t* nf4_levels() {
   return levels.data();
 }
 
-void quantize_activations(const float* x, int64_t n, BlockQ8* out) {
-  if (n % kBlock != 0) throw Internal("int8 quantize_activations: n = " + std::to_string(n) + " is not a multiple of 32");
-  for (int64_t b = 0; b < n / kBlock; ++b, x += kBlock) {
-    BlockQ8& o = out[b];
-    float amax = 0.0f;
-    bool finite = true;
-    for (int e = 0; e < kBlock; ++e) {
-      finite = finite && std::isfinite(x[e]);
-      amax = std::max(amax, std::fabs(x[e]));
-    }
-    if (!finite) {  // NaN or inf: a NaN result, as the fp32 path would give (quant_int8.h)
-      o.d = o.s = std::nanf("");
-      std::memset(o.q, 0, sizeof o.q);
-      continue;
-    }
-    o.d = amax / 127.0f;
-    const float id = o.d != 0.0f ? 1.0f / o.d : 0.0f;
-    int sum = 0;
-    for (int e = 0; e < kBlock; ++e) {
-      // nearbyint: round half to even in the default rounding mode (what vroundps does).
-      const float r = std::nearbyint(x[e] * id);
-      const int q = static_cast<int>(std::min(127.0f, std::max(-127.0f, r)));
-      o.q[e] = static_cast<int8_t>(q);
-      sum += q;
-    }
-    o.s = o.d * static_cast<float>(sum);
+namespace {
+
+void quantize_block_scalar(const float* x, BlockQ8& o) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int e = 0; e < kBlock; ++e) {
+    finite = finite && std::isfinite(x[e]);
+    amax = std::max(amax, std::fabs(x[e]));
   }
+  if (!finite) {  // NaN or inf: a NaN result, as the fp32 path would give (quant_int8.h)
+    o.d = o.s = std::nanf("");
+    std::memset(o.q, 0, sizeof o.q);
+    return;
+  }
+  o.d = amax / 127.0f;
+  const float id = o.d != 0.0f ? 1.0f / o.d : 0.0f;
+  int sum = 0;
+  for (int e = 0; e < kBlock; ++e) {
+    // nearbyint: round half to even in the default rounding mode (what vroundps does).
+    const float r = std::nearbyint(x[e] * id);
+    const int q = static_cast<int>(std::min(127.0f, std::max(-127.0f, r)));
+    o.q[e] = static_cast<int8_t>(q);
+    sum += q;
+  }
+  o.s = o.d * static_cast<float>(sum);
+}
+
+#if defined(__AVX2__)
+// quantize_block_scalar's operations on 8 lanes (the baseline, x86-64-v3, has AVX2): the same
+// maximum (exact in any order), quotient, reciprocal, products and round-half-even, and clamps
+// whose operand order gives std::max/std::min's result for a NaN product (d denormal: 1/d = inf,
+// 0 * inf); so the bits are the scalar's (test_quant_int8 compares them).
+void quantize_block_avx2(const float* x, BlockQ8& o) {
+  __m256 v[4];
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), zero = _mm256_setzero_ps();
+  __m256 amax8 = zero, finite8 = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm256_loadu_ps(x + 8 * j);
+    amax8 = _mm256_max_ps(amax8, _mm256_and_ps(v[j], abs_mask));
+    // v * 0 == 0 holds exactly for the finite values (inf * 0 and NaN * 0 are NaN).
+    finite8 = _mm256_and_ps(finite8, _mm256_cmp_ps(_mm256_mul_ps(v[j], zero), zero, _CMP_EQ_OQ));
+  }
+  if (_mm256_movemask_ps(finite8) != 0xFF) {
+    o.d = o.s = std::nanf("");
+    std::memset(o.q, 0, sizeof o.q);
+    return;
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax8), _mm256_extractf128_ps(amax8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  o.d = _mm_cvtss_f32(m4) / 127.0f;
+  const __m256 id = _mm256_set1_ps(o.d != 0.0f ? 1.0f / o.d : 0.0f);
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  __m256i qi[4];
+  __m256i sum = _mm256_setzero_si256();
+  for (int j = 0; j < 4; ++j) {
+    const __m256 r = _mm256_round_ps(_mm256_mul_ps(v[j], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    qi[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));  // integral: exact
+    sum = _mm256_add_epi32(sum, qi[j]);
+  }
+  // int32 -> int8 in element order (packs interleave 128-bit lanes; the permute undoes it).
+  const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q),
+                      _mm256_permutevar8x32_epi32(p16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+  o.s = o.d * static_cast<float>(_mm_cvtsi128_si32(s4));
+}
+#endif
+
+void check_activations(int64_t n) {
+  if (n % kBlock != 0)
+    throw Internal("int8 quantize_activations: n = " + std::to_string(n) + " is not a multiple of 32");
+}
+
+}  // namespace
+
+void quantize_activations(const float* x, int64_t n, BlockQ8* out) {
+  check_activations(n);
+#if defined(__AVX2__)
+  for (int64_t b = 0; b < n / kBlock; ++b) quantize_block_avx2(x + b * kBlock, out[b]);
+#else
+  for (int64_t b = 0; b < n / kBlock; ++b) quantize_block_scalar(x + b * kBlock, out[b]);
+#endif
+}
+
+void quantize_activations_scalar(const float* x, int64_t n, BlockQ8* out) {
+  check_activations(n);
+  for (int64_t b = 0; b < n / kBlock; ++b) quantize_block_scalar(x + b * kBlock, out[b]);
 }
 
 float dot_scalar(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb) {

@@ -50,8 +50,10 @@ bool supports(DType t);
 // NF4's 16 levels as int8: round(nf4::kCode[i] * 127), i = the 4-bit code.
 const int8_t* nf4_levels();
 
-// x (n), n % 32 == 0 -> n / 32 blocks.
+// x (n), n % 32 == 0 -> n / 32 blocks. Vectorized where the build has AVX2 (the x86 baseline).
 void quantize_activations(const float* x, int64_t n, BlockQ8* out);
+// The same, one element at a time: the reference the vectorized form equals bit for bit.
+void quantize_activations_scalar(const float* x, int64_t n, BlockQ8* out);
 
 // y[k * y_stride] = dot(weight row w_row (32 * nblocks elements of type t), activations of token k) for
 // k < ntok; token k's blocks are x + k * nblocks. Runs the kernel of active_isa() (see

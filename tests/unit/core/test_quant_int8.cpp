@@ -189,6 +189,27 @@ TEST(Int8Activations, NonFiniteBlockGivesNaN) {
   EXPECT_TRUE(std::isnan(y));
 }
 
+// The vectorized quantization equals the scalar reference bit for bit: normal blocks, the zero
+// block, an outlier, ties, a non-finite block, tiny (denormal) values whose d's reciprocal is inf.
+TEST(Int8Activations, VectorizedEqualsScalarReference) {
+  std::vector<float> x = activations(64 * 32, 4);
+  for (int e = 0; e < 32; ++e) {
+    x[static_cast<size_t>(64 + e)] = (e % 4 - 1.5f) * 0.5f;                         // ties at d = 1.5 / 127
+    x[static_cast<size_t>(96 + e)] = std::ldexp(static_cast<float>(e - 16), -140);  // denormals
+    x[static_cast<size_t>(128 + e)] = static_cast<float>(e);
+  }
+  x[140] = std::numeric_limits<float>::quiet_NaN();
+  x[200] = -std::numeric_limits<float>::infinity();
+  std::vector<BlockQ8> a(x.size() / 32), b(x.size() / 32);
+  int8::quantize_activations(x.data(), static_cast<int64_t>(x.size()), a.data());
+  int8::quantize_activations_scalar(x.data(), static_cast<int64_t>(x.size()), b.data());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(bits(a[i].d), bits(b[i].d)) << "block " << i;
+    ASSERT_EQ(bits(a[i].s), bits(b[i].s)) << "block " << i;
+    ASSERT_EQ(std::memcmp(a[i].q, b[i].q, 32), 0) << "block " << i;
+  }
+}
+
 class Int8Dot : public ::testing::TestWithParam<DType> {};
 
 // Every path this CPU can run gives the scalar reference's bits, for 1..9 tokens (the 4-token
