@@ -5,7 +5,9 @@
 // line.
 //
 //   bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats 9] [--threads N] [--tokens 1,256]
-//                     [--against int8|invariant]
+//                     [--against int8|int8rows|invariant]
+// int8: the int8 route as the model runs it (the GEMM from 16 tokens where the CPU has AVX-512
+// VNNI); int8rows: its row kernels only (what the server's batch-invariant mode runs).
 #include <omp.h>
 
 #include <chrono>
@@ -38,9 +40,10 @@ int main(int argc, char** argv) {
     else if (k == "--repeats") repeats = std::atoi(v.c_str());
     else if (k == "--threads") threads = std::atoi(v.c_str());
     else if (k == "--tokens") tokens_s = v;
-    else if (k == "--against" && (v == "int8" || v == "invariant")) against = v;
+    else if (k == "--against" && (v == "int8" || v == "int8rows" || v == "invariant")) against = v;
     else {
-      std::cerr << "usage: bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats R] [--threads N] [--tokens 1,256] [--against int8|invariant]\n";
+      std::cerr << "usage: bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats R] [--threads N] "
+                   "[--tokens 1,256] [--against int8|int8rows|invariant]\n";
       return 2;
     }
   }
@@ -77,7 +80,7 @@ int main(int argc, char** argv) {
           const bool int8 = (k == 0) == (r % 2 == 0);
           const auto t0 = std::chrono::steady_clock::now();
           if (int8 && against == "invariant") medtune::ops::linear_forward_batch_invariant(y.data(), x.data(), m, nullptr, N);
-          else if (int8) medtune::ops::linear_forward_int8(y.data(), x.data(), m, nullptr, N);
+          else if (int8) medtune::ops::linear_forward_int8(y.data(), x.data(), m, nullptr, N, against == "int8rows");
           else medtune::ops::linear_forward(y.data(), x.data(), m, nullptr, N);
           const double s = seconds_since(t0);
           if (r > 0) (int8 ? t_int8 : t_fp32).push_back(s);

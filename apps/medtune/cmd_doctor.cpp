@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "core/cpu_features.h"
+#include "core/int8_gemm.h"
 #include "core/quant_int8.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/linear.h"
@@ -78,6 +79,9 @@ json simd_levels() {
       {"fp32 NF4 weights", isa >= Isa::kAvx2 ? "avx2" : "scalar"},
       {"int8 Q8_0 Q4_0 Q4_1 Q4_K Q6_K NF4 weights",
        std::string(isa_name(int8::kernel_isa())) + " (int8 dot products; NF4 levels rounded to int8)"},
+      {"int8 prompts and scoring (16+ tokens), Q8_0 Q4_0 Q4_1 Q4_K NF4 weights",
+       int8::gemm_available() ? "avx512vnni GEMM (16 tokens x 8 rows per tile)"
+                              : "the int8 dot products above (the GEMM needs AVX-512 VNNI)"},
       {"int8 F16 BF16 F32 weights", "fp32 path (no int8 kernel)"},
       {"bf16 all weights", ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn
                                ? ops::onednn::kernel_name() + " (native bf16 dot products)"

@@ -12,7 +12,9 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/int8_gemm.h"
 #include "core/quant.h"
+#include "core/quant_int8.h"
 #include "ops/backward.h"
 
 #if defined(_OPENMP)
@@ -48,6 +50,9 @@ class CpuBackend final : public Backend {
 #endif
     std::string kernels = invariant_ ? "batch-invariant kernels" : "OpenBLAS";
     if (precision_ == Precision::kBf16) kernels = ops::bf16_kernel_name(ops::bf16_kernel());
+    if (precision_ == Precision::kInt8)
+      kernels = std::string(isa_name(int8::kernel_isa())) + " int8 kernels" +
+                (!invariant_ && int8::gemm_available() ? " + avx512vnni GEMM from 16 tokens" : "");
     return std::string("cpu (") + precision_name(precision_) + ", " + kernels + ", " + std::to_string(threads) +
            " threads)";
   }
@@ -105,7 +110,8 @@ class CpuBackend final : public Backend {
   }
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
                       int64_t N) override {
-    if (precision_ == Precision::kInt8 && ops::int8_path(w.dtype)) ops::linear_forward_int8(y, x, w, bias, N);
+    if (precision_ == Precision::kInt8 && ops::int8_path(w.dtype))
+      ops::linear_forward_int8(y, x, w, bias, N, invariant_);
     else if (precision_ == Precision::kBf16) ops::linear_forward_bf16(y, x, w, bias, N);
     else if (invariant_) ops::linear_forward_batch_invariant(y, x, w, bias, N);
     else ops::linear_forward(y, x, w, bias, N);
@@ -120,7 +126,7 @@ class CpuBackend final : public Backend {
       if (ops::int8_path(outs[i].w->dtype) && nf < static_cast<int>(fused.size())) fused[static_cast<size_t>(nf++)] = outs[i];
       else linear_forward(outs[i].y, x, *outs[i].w, outs[i].bias, N);
     }
-    ops::linear_forward_int8_group(fused.data(), nf, x, N);
+    ops::linear_forward_int8_group(fused.data(), nf, x, N, invariant_);
   }
   void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
                              bool accumulate) override {

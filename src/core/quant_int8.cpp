@@ -19,26 +19,19 @@
 #include "core/nf4.h"
 #include "core/quant_int8_kernels.h"
 
-namespace medtune::int8 {
+namespace medtune::int8_detail {
 
 namespace {
-
 float load_f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return f16_to_f32(h);
 }
-
-// The weights under activation block b of a row, as integers: element e = d * lane_mul[e / 4] *
-// w[e] + m. lane_mul is 1 except for Q6_K, whose sub-blocks of 16 have their own int8 scales
-// (kept as integers: lane sums are multiplied by them exactly, as the kernels do).
-struct WeightBlock {
-  int w[kBlock];
-  int lane_mul[8];
-  float d, m;
-};
+}  // namespace
 
 void weight_block(DType t, const uint8_t* row, int64_t b, WeightBlock* wb) {
+  using int8::kBlock;
+  using int8::nf4_levels;
   std::fill(std::begin(wb->lane_mul), std::end(wb->lane_mul), 1);
   wb->m = 0.0f;
   switch (t) {
@@ -103,6 +96,12 @@ void weight_block(DType t, const uint8_t* row, int64_t b, WeightBlock* wb) {
       throw Internal("int8 dot: no int8 kernel for " + std::string(dtype_name(t)));
   }
 }
+
+}  // namespace medtune::int8_detail
+
+namespace medtune::int8 {
+
+namespace {
 
 void dot_rows_scalar(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const BlockQ8* x, int64_t nb,
                      int64_t ntok, float* y, int64_t y_stride) {
@@ -232,9 +231,9 @@ float dot_scalar(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb) {
   float acc[8] = {};
   float macc = 0.0f;
   const bool has_min = t == DType::Q4_1 || t == DType::Q4_K;
-  WeightBlock wb;
+  int8_detail::WeightBlock wb;
   for (int64_t b = 0; b < nb; ++b) {
-    weight_block(t, w, b, &wb);
+    int8_detail::weight_block(t, w, b, &wb);
     const float scale = wb.d * x[b].d;
     for (int j = 0; j < 8; ++j) {
       int32_t p = 0;  // exact: |p| <= 4 * 128 * 127

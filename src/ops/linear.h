@@ -29,10 +29,16 @@ struct StoredMatrix {
 void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
 
 // The same product on the int8 route (`--precision int8`, core/quant_int8.h) when W's dtype has an
-// int8 kernel (Q8_0, Q4_0, Q4_1): the N rows of x are quantized per block of 32 to int8 once,
-// then every weight row is dotted with them in integers, threaded over rows, for any N (decode,
-// prompts and scoring alike). Other dtypes take linear_forward (fp32); int8_path() says which.
-void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
+// int8 kernel (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, NF4): the N rows of x are quantized per block of 32
+// to int8 once, then dotted with the weight rows in integers, threaded over rows:
+//  - N >= 16 (prompts, scoring), where the CPU has AVX-512 VNNI and the type one scale per 32:
+//    the register-blocked GEMM (core/int8_gemm.h);
+//  - otherwise, and always when batch_invariant: the row kernels (quant_int8.h), whose every
+//    element is computed as at N = 1, so a token's result does not depend on its batch (the
+//    server's batches). The two differ by fp32 summation order only.
+// Other dtypes take linear_forward (fp32); int8_path() says which.
+void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
+                         bool batch_invariant);
 // Whether linear_forward_int8 computes a weight of this dtype in int8 (else in fp32).
 bool int8_path(DType t);
 
@@ -47,7 +53,7 @@ struct LinearOut {
 // cols: the same values, in one pass: x quantized once and one threaded loop over the row blocks
 // of all the members. At decode a layer's projections are a few microseconds each, so one
 // fork/join for q, k and v instead of three is measurable (BENCHMARKS.md).
-void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N);
+void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N, bool batch_invariant);
 
 // The same product at `precision: bf16` (ops/cpu/linear_bf16.cpp): x and W rounded to bf16 (round
 // to nearest even; BF16 weights as stored), products exact in fp32, sums in fp32. The kernel:

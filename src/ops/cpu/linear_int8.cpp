@@ -3,13 +3,18 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/int8_gemm.h"
 #include "core/quant_int8.h"
 #include "ops/linear.h"
 
 namespace medtune::ops {
 
 namespace {
-constexpr int64_t kRowsPerCall = 16;  // weight rows per kernel call (its checks and dispatch once)
+constexpr int64_t kRowsPerCall = 16;  // weight rows per row-kernel call (its checks and dispatch once)
+// The GEMM (core/int8_gemm.h) from this many tokens on; below it the row kernels (decode, the
+// server's small batches). Measured on Zen 4, 2 threads (bench_int8_linear --against int8rows).
+constexpr int64_t kGemmMinTokens = 16;
+constexpr int64_t kGemmRows = 48;  // rows per GEMM call: a multiple of its row tiles (8 and 6)
 }  // namespace
 
 bool int8_path(DType t) { return int8::supports(t); }
@@ -34,28 +39,57 @@ void add_bias(float* y, const float* bias, int64_t N, int64_t rows) {
     for (int64_t r = 0; r < rows; ++r) y[n * rows + r] += bias[r];
 }
 
-int64_t row_blocks(const StoredMatrix& w) { return (w.rows + kRowsPerCall - 1) / kRowsPerCall; }
+// The tokens packed for the GEMM (int8_gemm.h), panels threaded, in the calling thread's scratch.
+const int8::PackedTokens& packed_input(const int8::BlockQ8* q, int64_t nb, int64_t N) {
+  thread_local int8::PackedTokens mine;
+  int8::PackedTokens* packed = &mine;  // named through a pointer: in the threads `mine` is their own
+  int8::size_packed(nb, N, packed);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < packed->panels; ++p) int8::pack_panel(q, p, packed);
+  return *packed;
+}
 
-// Block b of w's rows (kRowsPerCall of them, fewer at the end) against the N quantized tokens.
-void dot_block(const StoredMatrix& w, int64_t b, const int8::BlockQ8* q, int64_t N, float* y) {
+// How one call computes: the GEMM for many tokens where the CPU runs it, else the row kernels.
+// batch_invariant keeps the row kernels for any N: their every element is computed as at N = 1.
+bool use_gemm(DType t, int64_t N, bool batch_invariant) {
+  return !batch_invariant && N >= kGemmMinTokens && int8::gemm_supports(t) && int8::gemm_available();
+}
+
+int64_t row_blocks(const StoredMatrix& w, bool gemm) {
+  const int64_t per = gemm ? kGemmRows : kRowsPerCall;
+  return (w.rows + per - 1) / per;
+}
+
+// Block b of w's rows (kRowsPerCall of them, or kGemmRows for the GEMM; fewer at the end)
+// against the N tokens: quantized (q) for the row kernels, packed for the GEMM.
+void dot_block(const StoredMatrix& w, int64_t b, const int8::BlockQ8* q, const int8::PackedTokens* packed, int64_t N,
+               float* y) {
+  if (packed != nullptr) {
+    const int64_t r0 = b * kGemmRows, nrows = std::min(kGemmRows, w.rows - r0);
+    int8::gemm_rows(w.dtype, w.row(r0), w.row_bytes(), nrows, *packed, y + r0, w.rows);
+    return;
+  }
   const int64_t r0 = b * kRowsPerCall, nrows = std::min(kRowsPerCall, w.rows - r0);
   int8::dot_row_block(w.dtype, w.row(r0), w.row_bytes(), nrows, q, w.cols / int8::kBlock, N, y + r0, w.rows);
 }
 
 }  // namespace
 
-void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N) {
+void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
+                         bool batch_invariant) {
   if (!int8::supports(w.dtype)) return linear_forward(y, x, w, bias, N);
   const int8::BlockQ8* q = quantized_input(x, w.cols, N);
+  const bool gemm = use_gemm(w.dtype, N, batch_invariant);
+  const int8::PackedTokens* packed = gemm ? &packed_input(q, w.cols / int8::kBlock, N) : nullptr;
   // Threaded over blocks of weight rows: each row is read once and dotted with all N tokens (in
-  // tiles of 4 tokens inside the kernel), so a weight byte is decoded once per 4 tokens.
-  const int64_t blocks = row_blocks(w);
+  // tiles of 4 tokens inside the row kernel, of 16 in the GEMM).
+  const int64_t blocks = row_blocks(w, gemm);
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) dot_block(w, b, q, N, y);
+  for (int64_t b = 0; b < blocks; ++b) dot_block(w, b, q, packed, N, y);
   add_bias(y, bias, N, w.rows);
 }
 
-void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N) {
+void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N, bool batch_invariant) {
   if (n == 0) return;
   const int64_t cols = outs[0].w->cols;
   for (int i = 0; i < n; ++i)
@@ -66,14 +100,20 @@ void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int
   // as one loop: each block is the call linear_forward_int8 makes for it, so the values are its.
   constexpr int kMaxMembers = 8;
   if (n > kMaxMembers) throw Internal("linear_forward_int8_group: more than 8 members");
+  // Each member takes the kernel it would take alone (its values are linear_forward_int8's); the
+  // tokens are packed once if any takes the GEMM.
+  bool gemm[kMaxMembers] = {};
+  bool any_gemm = false;
+  for (int i = 0; i < n; ++i) any_gemm = (gemm[i] = use_gemm(outs[i].w->dtype, N, batch_invariant)) || any_gemm;
+  const int8::PackedTokens* packed = any_gemm ? &packed_input(q, cols / int8::kBlock, N) : nullptr;
   int64_t first[kMaxMembers + 1] = {};
-  for (int i = 0; i < n; ++i) first[i + 1] = first[i] + row_blocks(*outs[i].w);
+  for (int i = 0; i < n; ++i) first[i + 1] = first[i] + row_blocks(*outs[i].w, gemm[i]);
   const int64_t blocks = first[n];
 #pragma omp parallel for schedule(static)
   for (int64_t g = 0; g < blocks; ++g) {
     int i = 0;
     while (g >= first[i + 1]) ++i;
-    dot_block(*outs[i].w, g - first[i], q, N, outs[i].y);
+    dot_block(*outs[i].w, g - first[i], q, gemm[i] ? packed : nullptr, N, outs[i].y);
   }
   for (int i = 0; i < n; ++i) add_bias(outs[i].y, outs[i].bias, N, outs[i].w->rows);
 }

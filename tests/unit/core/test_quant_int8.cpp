@@ -19,6 +19,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/int8_gemm.h"
 #include "core/nf4.h"
 #include "core/quant.h"
 #include "core/quant_int8.h"
@@ -380,6 +381,91 @@ TEST(Int8Dot, SupportedTypesAndErrors) {
   // An NF4 row is whole blocks of 64 (2 activation blocks).
   EXPECT_THROW(int8::dot_rows(DType::NF4, w, &b, 1, 1, &y, 1), Internal);
   EXPECT_THROW(int8::quantize_activations(nullptr, 31, &b), Internal);
+}
+
+// ---- The GEMM (core/int8_gemm.h) ----
+
+const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::NF4};
+
+class Int8Gemm : public ::testing::TestWithParam<DType> {};
+
+// Every element of gemm_rows has gemm_scalar's bits, for row counts that leave remainders after
+// the kernel's row tiles (8, or 6 with mins) and token counts around its panels of 16, and
+// nothing is written past the rows asked for.
+TEST_P(Int8Gemm, MatchesScalarReferenceBitForBit) {
+  if (!int8::gemm_available()) {
+    RecordProperty("untested_paths", "avx512vnni gemm");
+    GTEST_SKIP() << "this CPU (or MEDTUNE_ISA) has no AVX-512 VNNI: the GEMM kernel is not executed here";
+  }
+  const DType t = GetParam();
+  constexpr int kRows = 19, kStride = 23;
+  const std::vector<uint8_t> w = weight_rows(t, kRows, 41);
+  const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
+  for (const int ntok : {1, 15, 16, 17, 40}) {
+    const std::vector<BlockQ8> q = quantize(activations(ntok * kN, 42 + ntok));
+    int8::PackedTokens packed;
+    int8::pack_tokens(q.data(), nb, ntok, &packed);
+    for (const int nrows : {1, 5, 6, 8, 13, 19}) {
+      std::vector<float> y(static_cast<size_t>(ntok * kStride), -1.0f);
+      int8::gemm_rows(t, w.data(), rb, nrows, packed, y.data(), kStride);
+      for (int k = 0; k < ntok; ++k)
+        for (int r = 0; r < kStride; ++r) {
+          const float got = y[static_cast<size_t>(k * kStride + r)];
+          if (r >= nrows) {
+            ASSERT_EQ(got, -1.0f) << "row " << r << " written past nrows " << nrows;
+            continue;
+          }
+          ASSERT_EQ(bits(got), bits(int8::gemm_scalar(t, w.data() + r * rb, q.data() + k * nb, nb)))
+              << dtype_name(t) << " row " << r << " of " << nrows << ", token " << k << " of " << ntok;
+        }
+    }
+  }
+}
+
+// The reference against an independent double sum over the same quantized values (as
+// ReferenceIntegerSumsMatchDouble for the row kernels): one fp32 accumulator of nb terms, so
+// |error| <= (nb + 1) * 2 * eps * sum|terms| (the min's product rounded once more per block).
+// It is also within that plus the row reference's bound of dot_scalar: the two orders of one sum.
+TEST_P(Int8Gemm, ReferenceMatchesDoubleAndTheRowKernels) {
+  const DType t = GetParam();
+  const std::vector<uint8_t> w = weight_rows(t, 4, 51);
+  const std::vector<BlockQ8> q = quantize(activations(kN, 52));
+  const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
+  const double eps = std::numeric_limits<float>::epsilon();
+  for (int r = 0; r < 4; ++r) {
+    const std::vector<double> deq = route_weights(t, w.data() + r * rb);
+    double exact = 0.0, mag = 0.0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ8& qb = q[static_cast<size_t>(b)];
+      const double m = block_min(t, w.data() + r * rb, b);
+      double block = 0.0, block_mag = 0.0;
+      for (int e = 0; e < 32; ++e) {
+        const double v = deq[static_cast<size_t>(32 * b + e)];
+        block += v * qb.q[e];
+        block_mag += std::fabs(v - m) * std::abs(static_cast<int>(qb.q[e]));
+      }
+      exact += block * static_cast<double>(qb.d);
+      mag += block_mag * static_cast<double>(qb.d) + std::fabs(m * static_cast<double>(qb.s));
+    }
+    const double gemm = int8::gemm_scalar(t, w.data() + r * rb, q.data(), nb);
+    const double row = int8::dot_scalar(t, w.data() + r * rb, q.data(), nb);
+    EXPECT_LE(std::fabs(gemm - exact), static_cast<double>(nb + 1) * 2 * eps * mag) << dtype_name(t) << " row " << r;
+    EXPECT_LE(std::fabs(gemm - row), static_cast<double>(2 * nb + 9) * 2 * eps * mag) << dtype_name(t) << " row " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Int8Gemm, ::testing::ValuesIn(kGemmTypes),
+                         [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
+
+TEST(Int8Gemm, CoversTheTypesWithOneScalePer32) {
+  for (const DType t : kGemmTypes) EXPECT_TRUE(int8::gemm_supports(t)) << dtype_name(t);
+  EXPECT_FALSE(int8::gemm_supports(DType::Q6_K));  // a scale per 16 elements
+  EXPECT_FALSE(int8::gemm_supports(DType::F32));
+  int8::PackedTokens packed;
+  uint8_t w[210] = {};
+  float y;
+  EXPECT_THROW(int8::gemm_rows(DType::Q6_K, w, 210, 1, packed, &y, 1), Internal);
+  EXPECT_THROW(int8::gemm_scalar(DType::BF16, w, nullptr, 0), Internal);
 }
 
 }  // namespace

@@ -1,13 +1,17 @@
-// ops::linear_forward_int8: the threaded row loop over core/quant_int8's kernels, for decode-sized
-// and prompt-sized N, against the scalar reference dot per (token, row), bit for bit; and the
-// fp32 fallback for dtypes without an int8 kernel.
+// ops::linear_forward_int8: the threaded loop over core/quant_int8's row kernels and
+// core/int8_gemm's GEMM, for decode-sized and prompt-sized N, against the scalar reference of the
+// kernel the contract (ops/linear.h) names, per (token, row), bit for bit; and the fp32 fallback
+// for dtypes without an int8 kernel.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iostream>
 #include <random>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/int8_gemm.h"
+#include "core/nf4.h"
 #include "core/quant_int8.h"
 #include "ops/linear.h"
 #include "support/buffers.h"
@@ -37,30 +41,47 @@ std::vector<float> random_x(int64_t n, uint64_t seed) {
   return testing::random_normal(static_cast<size_t>(n), seed);
 }
 
+// (rows, cols) normal weights quantized by bitsandbytes' NF4 into DType::NF4 row blocks (nf4.h).
+std::vector<uint8_t> nf4_weights(int64_t rows, int64_t cols, uint64_t seed) {
+  const std::vector<float> f = random_x(rows * cols, seed);
+  std::vector<uint8_t> packed(f.size() / 2);
+  std::vector<float> absmax(f.size() / static_cast<size_t>(nf4::kBlock));
+  nf4::quantize(f.data(), static_cast<int64_t>(f.size()), packed.data(), absmax.data());
+  return nf4::row_blocks(packed.data(), absmax.data(), rows, cols);
+}
+
+// Every element equals the scalar reference of its kernel: the GEMM's (int8::gemm_scalar) from
+// 16 tokens on where this CPU runs it and the type has one scale per 32, the row kernels'
+// (int8::dot_scalar) otherwise and for every N when batch_invariant.
 TEST(LinearInt8, MatchesScalarReferencePerTokenAndRow) {
-  constexpr int64_t kRows = 70;
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K}) {
-    ASSERT_TRUE(int8_path(t));
-    // SmolLM2's hidden size (18 blocks of 32); the k-quants need whole super-blocks of 256.
-    const int64_t kCols = t == DType::Q4_K || t == DType::Q6_K ? 768 : 576;
-    const std::vector<uint8_t> wb = random_weights(t, kRows, kCols, 5);
-    const StoredMatrix w{t, kRows, kCols, wb.data()};
-    const std::vector<float> bias = random_x(kRows, 6);
-    for (int64_t N : {1, 3, 4, 7, 33}) {
-      const std::vector<float> x = random_x(N * kCols, 7 + static_cast<uint64_t>(N));
-      std::vector<float> y(static_cast<size_t>(N * kRows));
-      linear_forward_int8(y.data(), x.data(), w, bias.data(), N);
-      std::vector<int8::BlockQ8> q(static_cast<size_t>(kCols / 32));
-      for (int64_t n = 0; n < N; ++n) {
-        int8::quantize_activations(x.data() + n * kCols, kCols, q.data());
-        for (int64_t r = 0; r < kRows; ++r) {
-          const float want = int8::dot_scalar(t, w.row(r), q.data(), kCols / 32) + bias[static_cast<size_t>(r)];
-          ASSERT_EQ(y[static_cast<size_t>(n * kRows + r)], want)
-              << dtype_name(t) << " N=" << N << " n=" << n << " r=" << r;
+  constexpr int64_t kRows = 70;  // not a multiple of the row blocks (16, and 48 for the GEMM)
+  if (!int8::gemm_available()) std::cout << "[ NOTE ] no AVX-512 VNNI here: the GEMM is not executed\n";
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K, DType::NF4})
+    for (bool invariant : {false, true}) {
+      ASSERT_TRUE(int8_path(t));
+      // SmolLM2's hidden size (18 blocks of 32); the k-quants need whole super-blocks of 256.
+      const int64_t kCols = t == DType::Q4_K || t == DType::Q6_K ? 768 : 576;
+      const std::vector<uint8_t> wb =
+          t == DType::NF4 ? nf4_weights(kRows, kCols, 5) : random_weights(t, kRows, kCols, 5);
+      const StoredMatrix w{t, kRows, kCols, wb.data()};
+      const std::vector<float> bias = random_x(kRows, 6);
+      for (int64_t N : {1, 3, 4, 7, 15, 16, 33}) {
+        const bool gemm = !invariant && N >= 16 && int8::gemm_supports(t) && int8::gemm_available();
+        const std::vector<float> x = random_x(N * kCols, 7 + static_cast<uint64_t>(N));
+        std::vector<float> y(static_cast<size_t>(N * kRows));
+        linear_forward_int8(y.data(), x.data(), w, bias.data(), N, invariant);
+        std::vector<int8::BlockQ8> q(static_cast<size_t>(kCols / 32));
+        for (int64_t n = 0; n < N; ++n) {
+          int8::quantize_activations(x.data() + n * kCols, kCols, q.data());
+          for (int64_t r = 0; r < kRows; ++r) {
+            const float dot = gemm ? int8::gemm_scalar(t, w.row(r), q.data(), kCols / 32)
+                                   : int8::dot_scalar(t, w.row(r), q.data(), kCols / 32);
+            ASSERT_EQ(y[static_cast<size_t>(n * kRows + r)], dot + bias[static_cast<size_t>(r)])
+                << dtype_name(t) << " N=" << N << " n=" << n << " r=" << r << (gemm ? " (GEMM)" : " (rows)");
+          }
         }
       }
     }
-  }
 }
 
 TEST(LinearInt8, DtypesWithoutInt8KernelTakeTheFp32Path) {
@@ -75,7 +96,7 @@ TEST(LinearInt8, DtypesWithoutInt8KernelTakeTheFp32Path) {
     const StoredMatrix w{t, kRows, kCols, wb.data()};
     const std::vector<float> x = random_x(N * kCols, 9);
     std::vector<float> a(N * kRows), b(N * kRows);
-    linear_forward_int8(a.data(), x.data(), w, nullptr, N);
+    linear_forward_int8(a.data(), x.data(), w, nullptr, N, false);
     linear_forward(b.data(), x.data(), w, nullptr, N);
     EXPECT_EQ(a, b) << dtype_name(t);
   }
@@ -84,8 +105,9 @@ TEST(LinearInt8, DtypesWithoutInt8KernelTakeTheFp32Path) {
 TEST(LinearInt8, GroupEqualsEachMemberAlone) {
   // q, k and v of a layer in one pass: members of several dtypes and row counts (none a multiple
   // of the 16-row kernel block, so members' blocks meet mid-loop), biases on some.
-  constexpr int64_t kCols = 576;
-  const DType types[3] = {DType::Q8_0, DType::Q4_1, DType::Q4_0};
+  constexpr int64_t kCols = 768;  // whole Q6_K super-blocks
+  // Q6_K takes the row kernels where the others take the GEMM (N >= 16 on AVX-512 VNNI).
+  const DType types[3] = {DType::Q8_0, DType::Q4_1, DType::Q6_K};
   const int64_t rows[3] = {70, 23, 17};
   std::vector<std::vector<uint8_t>> bytes;
   std::vector<StoredMatrix> w;
@@ -93,19 +115,21 @@ TEST(LinearInt8, GroupEqualsEachMemberAlone) {
   for (int i = 0; i < 3; ++i) w.push_back({types[i], rows[i], kCols, bytes[static_cast<size_t>(i)].data()});
   const std::vector<float> bias0 = random_x(rows[0], 30), bias2 = random_x(rows[2], 31);
   const float* biases[3] = {bias0.data(), nullptr, bias2.data()};
-  for (int64_t N : {1, 3, 4, 7, 33}) {
-    const std::vector<float> x = random_x(N * kCols, 40 + static_cast<uint64_t>(N));
-    std::vector<std::vector<float>> got(3), want(3);
-    LinearOut outs[3];
-    for (size_t i = 0; i < 3; ++i) {
-      got[i].assign(static_cast<size_t>(N * rows[i]), -1.0f);
-      want[i].resize(got[i].size());
-      linear_forward_int8(want[i].data(), x.data(), w[i], biases[i], N);
-      outs[i] = {got[i].data(), &w[i], biases[i]};
+  for (int64_t N : {1, 3, 4, 7, 33})
+    for (bool invariant : {false, true}) {
+      const std::vector<float> x = random_x(N * kCols, 40 + static_cast<uint64_t>(N));
+      std::vector<std::vector<float>> got(3), want(3);
+      LinearOut outs[3];
+      for (size_t i = 0; i < 3; ++i) {
+        got[i].assign(static_cast<size_t>(N * rows[i]), -1.0f);
+        want[i].resize(got[i].size());
+        linear_forward_int8(want[i].data(), x.data(), w[i], biases[i], N, invariant);
+        outs[i] = {got[i].data(), &w[i], biases[i]};
+      }
+      linear_forward_int8_group(outs, 3, x.data(), N, invariant);
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_EQ(got[i], want[i]) << "member " << i << " N=" << N << " invariant " << invariant;
     }
-    linear_forward_int8_group(outs, 3, x.data(), N);
-    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "member " << i << " N=" << N;
-  }
 }
 
 }  // namespace

@@ -1,0 +1,119 @@
+// The int8 GEMM's portable parts (int8_gemm.h): packing the tokens, the scalar reference, the
+// per-thread scratch and the calls into the AVX-512 VNNI file (which decodes the rows and
+// multiplies).
+#include "core/int8_gemm.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "core/int8_gemm_kernel.h"
+#include "core/quant_int8_kernels.h"
+
+namespace medtune::int8 {
+
+namespace {
+
+constexpr int kGroups = static_cast<int>(kBlock / 4);  // 4-byte groups per block: one vpdpbusd each
+
+bool has_min(DType t) {
+  return t == DType::Q4_1 || t == DType::Q4_K;
+}
+
+// The calling thread's decoded rows, kept between calls (no allocation per call once grown).
+struct DecodeScratch {
+  std::vector<uint8_t> w;
+  std::vector<float> d, m;
+};
+
+}  // namespace
+
+bool gemm_supports(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K ||
+         t == DType::NF4;
+}
+
+bool gemm_available() {
+  static const bool available = active_isa() == Isa::kAvx512Vnni;
+  return available;
+}
+
+void size_packed(int64_t nb, int64_t ntok, PackedTokens* out) {
+  out->ntok = ntok;
+  out->nb = nb;
+  out->panels = (ntok + kGemmTokens - 1) / kGemmTokens;
+  const size_t cells = static_cast<size_t>(out->panels * nb);
+  out->q.resize(cells * kBlock * kGemmTokens);
+  out->comp.resize(cells * kGemmTokens);
+  out->d.resize(cells * kGemmTokens);
+  out->s.resize(cells * kGemmTokens);
+}
+
+void pack_panel(const BlockQ8* x, int64_t p, PackedTokens* out) {
+  const int64_t nb = out->nb;
+  for (int64_t lane = 0; lane < kGemmTokens; ++lane) {
+    const int64_t k = p * kGemmTokens + lane;
+    const bool real = k < out->ntok;  // padding: q = 0, d = s = 0: the lane computes 0
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t cell = p * nb + b;
+      int8_t* q = out->q.data() + (cell * kGroups * kGemmTokens + lane) * 4;
+      int32_t sum = 0;
+      for (int g = 0; g < kGroups; ++g) {
+        int8_t v[4] = {};
+        if (real) std::memcpy(v, x[k * nb + b].q + 4 * g, 4);
+        sum += v[0] + v[1] + v[2] + v[3];
+        std::memcpy(q + g * kGemmTokens * 4, v, 4);
+      }
+      out->comp[static_cast<size_t>(cell * kGemmTokens + lane)] = -128 * sum;
+      out->d[static_cast<size_t>(cell * kGemmTokens + lane)] = real ? x[k * nb + b].d : 0.0f;
+      out->s[static_cast<size_t>(cell * kGemmTokens + lane)] = real ? x[k * nb + b].s : 0.0f;
+    }
+  }
+}
+
+void pack_tokens(const BlockQ8* x, int64_t nb, int64_t ntok, PackedTokens* out) {
+  size_packed(nb, ntok, out);
+  for (int64_t p = 0; p < out->panels; ++p) pack_panel(x, p, out);
+}
+
+void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const PackedTokens& x,
+               float* y, int64_t y_stride) {
+  if (!gemm_supports(t))
+    throw Internal("int8 gemm: no GEMM kernel for " + std::string(dtype_name(t)));
+  if (!gemm_available()) throw Internal("int8 gemm: this CPU cannot run the AVX-512 VNNI kernel");
+  const int64_t nb = x.nb;
+  if ((t == DType::Q4_K && nb % 8 != 0) || (t == DType::NF4 && nb % 2 != 0))
+    throw Internal("int8 gemm: " + std::string(dtype_name(t)) + " rows of " + std::to_string(nb) +
+                   " blocks of 32 do not hold whole blocks of the type");
+  thread_local DecodeScratch s;
+  const size_t cells = static_cast<size_t>(nb * nrows);
+  if (s.d.size() < cells) {
+    s.w.resize(cells * kBlock);
+    s.d.resize(cells);
+    s.m.resize(cells);
+  }
+  const bool min = has_min(t);
+  int8_detail::decode_rows_avx512vnni(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(),
+                                      s.m.data());
+  const int8_detail::DecodedRows rows{nrows, nb, s.w.data(), s.d.data(),
+                                      min ? s.m.data() : nullptr};
+  int8_detail::gemm_avx512vnni(rows, x, y, y_stride);
+}
+
+float gemm_scalar(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nb) {
+  if (!gemm_supports(t))
+    throw Internal("int8 gemm: no GEMM kernel for " + std::string(dtype_name(t)));
+  float acc = 0.0f, macc = 0.0f;
+  int8_detail::WeightBlock wb;
+  for (int64_t b = 0; b < nb; ++b) {
+    int8_detail::weight_block(t, w_row, b, &wb);
+    int32_t isum = 0;
+    for (int e = 0; e < kBlock; ++e) isum += wb.w[e] * x[b].q[e];
+    acc = std::fma(wb.d * x[b].d, static_cast<float>(isum), acc);
+    if (has_min(t)) macc = std::fma(wb.m, x[b].s, macc);
+  }
+  return has_min(t) ? acc + macc : acc;  // without a min, no + 0 (it would turn -0 into +0)
+}
+
+}  // namespace medtune::int8

@@ -1,0 +1,70 @@
+// The int8 route's GEMM: many tokens (prompts, scoring) against rows of quantized weights with
+// AVX-512 VNNI, register-blocked over rows and tokens, where the row kernels of quant_int8.h dot
+// one row with 4 tokens at a time. llama.cpp's quantized prompt speed comes from such a kernel;
+// medtune's row kernels were no faster than its fp32 path for prompts (BENCHMARKS.md).
+//
+// Layout (why it differs from the row kernels'): one 512-bit vpdpbusd multiplies 16 tokens' 4
+// activation bytes (one zmm, built once per call by pack_tokens) with 4 bytes of one weight row
+// broadcast from memory, so the weights need no transposed copy: each row group is only decoded
+// to bytes (Q8_0: copied) once per call. vpdpbusd takes one unsigned operand: the weights, offset
+// to w + 128 (1..255 for every type here); the offset's contribution, 128 * sum(q), is removed
+// exactly in int32 by starting each token's sum at -128 * sum(q), computed once per call.
+//
+// Numerics, per (row, token), over activation blocks b in order (the scalar reference,
+// gemm_scalar, performs the same operations one at a time; tests compare the bits):
+//   isum_b = sum_e w_e * q_e, exact in int32 (|isum_b| <= 32 * 128 * 127 < 2^24: float(isum_b)
+//            is exact too);
+//   acc = fma(d_w * d_x, float(isum_b), acc);  Q4_1 and Q4_K also macc = fma(m_w, s_x, macc);
+//   y = acc + macc.
+// The weights and activations are quant_int8.h's (the same integers, scales and mins), so the
+// error bound against the fp32 dot is the row kernels' (activation rounding); only the fp32
+// summation order differs (one accumulator per element instead of 8 lanes), so the GEMM's bits
+// differ from dot_rows's by fp32 rounding. Every element's operations are independent of how
+// many tokens or rows a call has: a token's result is the same alone or in any batch.
+//
+// Types: Q8_0, Q4_0, Q4_1, Q4_K and NF4 (weights representable as int8 with one scale and min per
+// 32). Q6_K's scales per 16 elements are not: it keeps the row kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "core/quant_int8.h"
+
+namespace medtune::int8 {
+
+constexpr int64_t kGemmTokens = 16;  // tokens per zmm: one token panel
+
+// The types the GEMM covers.
+bool gemm_supports(DType t);
+// Whether the GEMM kernel runs here: the CPU has AVX-512 VNNI and MEDTUNE_ISA allows it.
+bool gemm_available();
+
+// ntok tokens' quantized activations (nb blocks each) in the GEMM's order. Per token panel p (16
+// tokens; the last one padded with zero activations) and block b: q (8 groups of 4 bytes x 16
+// tokens), the 16 tokens' -128 * sum(q), d_x and s_x.
+struct PackedTokens {
+  int64_t ntok = 0, nb = 0, panels = 0;
+  std::vector<int8_t> q;      // (panels, nb, 8, 16, 4)
+  std::vector<int32_t> comp;  // (panels, nb, 16)
+  std::vector<float> d;       // (panels, nb, 16)
+  std::vector<float> s;       // (panels, nb, 16)
+};
+// x: (ntok, nb) blocks, token k's at x + k * nb.
+void pack_tokens(const BlockQ8* x, int64_t nb, int64_t ntok, PackedTokens* out);
+// The same in two steps, for callers that pack the panels on several threads: size_packed, then
+// pack_panel for every p < out->panels (each writes only panel p).
+void size_packed(int64_t nb, int64_t ntok, PackedTokens* out);
+void pack_panel(const BlockQ8* x, int64_t p, PackedTokens* out);
+
+// Rows r < nrows of W (row r at w + r * row_bytes, t's blocks, 32 * x.nb elements) against every
+// packed token: y[k * y_stride + r]. Runs on the calling thread. gemm_available() must hold.
+void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const PackedTokens& x,
+               float* y, int64_t y_stride);
+
+// The reference of one element: the operations above for one row and one token (x: its nb blocks).
+float gemm_scalar(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nb);
+
+}  // namespace medtune::int8

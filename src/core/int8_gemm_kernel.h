@@ -1,0 +1,28 @@
+// Internal to core/int8_gemm*.cpp: the rows a GEMM call decoded to int8 and the per-ISA kernel
+// (int8_gemm_<isa>.cpp, compiled with that ISA's flags, cmake/isa_kernels.cmake).
+#pragma once
+
+#include <cstdint>
+
+#include "core/int8_gemm.h"
+
+namespace medtune::int8_detail {
+
+// nrows weight rows decoded once per call: element (b, i) is row i's activation block b.
+struct DecodedRows {
+  int64_t nrows = 0, nb = 0;
+  const uint8_t* w = nullptr;  // (nb, nrows, 32): w_e + 128, w_e the integers of quant_int8.h
+  const float* d = nullptr;    // (nb, nrows): d_w
+  const float* m = nullptr;    // (nb, nrows): m_w, or null for types without a min
+};
+
+// Rows i < nrows of W (row i at w + i * row_bytes, nb blocks of 32 of type t) into the layout
+// above: wout (nb, nrows, 32), d and m (nb, nrows; m written for Q4_1 and Q4_K only). The
+// integers and scales of int8_detail::weight_block, which the scalar reference uses.
+void decode_rows_avx512vnni(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, int64_t nb,
+                            uint8_t* wout, float* d, float* m);
+// y[k * y_stride + i] for every row i and packed token k (int8_gemm.h's operations).
+void gemm_avx512vnni(const DecodedRows& rows, const int8::PackedTokens& x, float* y,
+                     int64_t y_stride);
+
+}  // namespace medtune::int8_detail
