@@ -20,6 +20,8 @@ the load, the CPU time much less so (though OpenMP threads spinning at barriers 
 --bf16 adds letter scoring at bf16 to the rounds: `medtune eval --precision bf16` against the same
 transformers loop under `torch.autocast("cpu", dtype=torch.bfloat16)` (PyTorch's CPU bf16), and
 reports each one's letter agreement with its fp32 run.
+--int8 adds medtune's letter scoring at `--precision int8` (no transformers counterpart: it is
+compared with the same fp32 loop, and its letters with medtune's fp32 ones).
 """
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--no-bs4", action="store_true")
     ap.add_argument("--bf16", action="store_true", help="also letter scoring at bf16 (medtune and torch autocast)")
+    ap.add_argument("--int8", action="store_true", help="also medtune's letter scoring at precision int8")
     a = ap.parse_args()
 
     import torch
@@ -116,7 +119,7 @@ def main() -> int:
         return len(enc) / (time.perf_counter() - t0), (time.process_time() - c0) / len(enc), preds
 
     runs = {k: [] for k in ("medtune letter", "medtune text", "hf letter", "hf text bs1", "hf text bs4",
-                            "medtune letter bf16", "hf letter bf16")}
+                            "medtune letter bf16", "hf letter bf16", "medtune letter int8")}
     cpu = {k: [] for k in runs}  # CPU seconds (user + sys, all threads) per question
     preds = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,8 +130,10 @@ def main() -> int:
                             ("hf text bs1", lambda: hf_text(1)),
                             ("hf text bs4", lambda: hf_text(4)),
                             ("medtune letter bf16", lambda: run_medtune(a, "letter", os.path.join(tmp, "lb"), "bf16")),
-                            ("hf letter bf16", lambda: hf_letter(True))):
-                if (key == "hf text bs4" and a.no_bs4) or (key.endswith("bf16") and not a.bf16):
+                            ("hf letter bf16", lambda: hf_letter(True)),
+                            ("medtune letter int8", lambda: run_medtune(a, "letter", os.path.join(tmp, "li"), "int8"))):
+                if ((key == "hf text bs4" and a.no_bs4) or (key.endswith("bf16") and not a.bf16)
+                        or (key.endswith("int8") and not a.int8)):
                     continue
                 qps, cpq, p = fn()
                 runs[key].append(qps)
@@ -152,6 +157,8 @@ def main() -> int:
             ("text", "medtune text", "hf text bs4", "fp32, 4 options/batch")]
     if a.bf16:
         rows.append(("letter", "medtune letter bf16", "hf letter bf16", "bf16 autocast, letter"))
+    if a.int8:
+        rows.append(("letter", "medtune letter int8", "hf letter", "fp32 (int8: medtune)"))
     for scoring, mk, hk, what in rows:
         if hk in med:
             print(f"{scoring:10s} {med[mk]:12.3f} {what:>22s} {med[hk]:8.3f} {med[mk] / med[hk]:12.2f}x"
@@ -163,10 +170,15 @@ def main() -> int:
                       "transformers": sum(x == y for x, y in zip(preds["hf letter bf16"], preds["hf letter"]))}
         print(f"bf16 letters agreeing with the same engine's fp32: medtune {agree_bf16['medtune']}/{n}, "
               f"transformers {agree_bf16['transformers']}/{n}")
+    agree_int8 = None
+    if a.int8:
+        agree_int8 = sum(x == y for x, y in zip(letter(preds["medtune letter int8"]), letter(preds["medtune letter"])))
+        print(f"medtune int8 letters agreeing with its fp32 ones: {agree_int8}/{n}")
     print(json.dumps({"questions": n, "threads": a.threads, "repeats": a.repeats, "runs": runs, "median": med,
                       "cpu_s_per_question": cpu, "median_cpu_s_per_question": med_cpu,
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
                       "agree_letter": agree_letter, "agree_text": agree_text, "agree_bf16_vs_fp32": agree_bf16,
+                      "agree_int8_vs_fp32": agree_int8,
                       "torch": torch.__version__, "transformers": transformers.__version__}))
     return 0
 
