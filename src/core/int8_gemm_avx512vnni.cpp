@@ -164,12 +164,12 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
     for (int i = 0; i < R; ++i) {
       const uint8_t* wi = rw.w + (c0 + i) * 32;
       __m512i s = comp;
+      // vpdpbusd's unsigned operand: the row's 4 bytes (w + 128), broadcast; signed: 16 tokens'.
 #pragma GCC unroll 8
       for (int g = 0; g < kGroups; ++g) {
         int32_t w4;
         std::memcpy(&w4, wi + 4 * g, 4);
-        s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(w4),
-                                a[g]);  // unsigned weights, signed activations
+        s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(w4), a[g]);
       }
       const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(rw.d[c0 + i]), dx);
       acc[i] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(s), acc[i]);
