@@ -123,6 +123,32 @@ std::vector<double> route_weights(DType t, const uint8_t* row) {
   return w;
 }
 
+// One row against one token's quantized blocks in double, over the route's own values: exact =
+// sum_b d_x sum_e w_e q_e (+ the min's m_w s_x), with w the route's dequantized weights (every
+// partial exact in double). mag bounds every fp32 operand a reference adds: |d_w d_x p| <= d_x
+// sum|d_w w_e q_e| and |m_w s_x|; m_w is the block's min (Q4_1, Q4_K; d_w w_e = dequantized - m_w
+// exactly).
+struct DoubleDot {
+  double exact, mag;
+};
+DoubleDot double_dot(DType t, const uint8_t* row, const BlockQ8* q, int64_t nb) {
+  const std::vector<double> deq = route_weights(t, row);
+  double exact = 0.0, mag = 0.0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ8& qb = q[b];
+    const double m = block_min(t, row, b);
+    double block = 0.0, block_mag = 0.0;
+    for (int e = 0; e < 32; ++e) {
+      const double v = deq[static_cast<size_t>(32 * b + e)];
+      block += v * qb.q[e];
+      block_mag += std::fabs(v - m) * std::abs(static_cast<int>(qb.q[e]));
+    }
+    exact += block * static_cast<double>(qb.d);
+    mag += block_mag * static_cast<double>(qb.d) + std::fabs(m * static_cast<double>(qb.s));
+  }
+  return {exact, mag};
+}
+
 std::vector<float> activations(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -287,22 +313,7 @@ TEST_P(Int8Dot, ReferenceIntegerSumsMatchDouble) {
   const std::vector<BlockQ8> q = quantize(x);
   const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
   for (int r = 0; r < 4; ++r) {
-    const std::vector<double> deq = route_weights(t, w.data() + r * rb);
-    // mag bounds every fp32 operand the reference adds: |d_w d_x p_j| <= d_x sum|d_w w_e q_e| and
-    // |m_w s_x|; m_w is the block's min (Q4_1, Q4_K; d_w w_e = dequantized - m_w exactly).
-    double exact = 0.0, mag = 0.0;
-    for (int64_t b = 0; b < nb; ++b) {
-      const BlockQ8& qb = q[static_cast<size_t>(b)];
-      const double m = block_min(t, w.data() + r * rb, b);
-      double block = 0.0, block_mag = 0.0;
-      for (int e = 0; e < 32; ++e) {
-        const double v = deq[static_cast<size_t>(32 * b + e)];
-        block += v * qb.q[e];
-        block_mag += std::fabs(v - m) * std::abs(static_cast<int>(qb.q[e]));
-      }
-      exact += block * static_cast<double>(qb.d);
-      mag += block_mag * static_cast<double>(qb.d) + std::fabs(m * static_cast<double>(qb.s));
-    }
+    const auto [exact, mag] = double_dot(t, w.data() + r * rb, q.data(), nb);
     const double eps = std::numeric_limits<float>::epsilon();
     const double got = int8::dot_scalar(t, w.data() + r * rb, q.data(), nb);
     // The min enters as m * s (s = d * sum q, rounded once): one more relative eps per block.
@@ -433,20 +444,7 @@ TEST_P(Int8Gemm, ReferenceMatchesDoubleAndTheRowKernels) {
   const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
   const double eps = std::numeric_limits<float>::epsilon();
   for (int r = 0; r < 4; ++r) {
-    const std::vector<double> deq = route_weights(t, w.data() + r * rb);
-    double exact = 0.0, mag = 0.0;
-    for (int64_t b = 0; b < nb; ++b) {
-      const BlockQ8& qb = q[static_cast<size_t>(b)];
-      const double m = block_min(t, w.data() + r * rb, b);
-      double block = 0.0, block_mag = 0.0;
-      for (int e = 0; e < 32; ++e) {
-        const double v = deq[static_cast<size_t>(32 * b + e)];
-        block += v * qb.q[e];
-        block_mag += std::fabs(v - m) * std::abs(static_cast<int>(qb.q[e]));
-      }
-      exact += block * static_cast<double>(qb.d);
-      mag += block_mag * static_cast<double>(qb.d) + std::fabs(m * static_cast<double>(qb.s));
-    }
+    const auto [exact, mag] = double_dot(t, w.data() + r * rb, q.data(), nb);
     const double gemm = int8::gemm_scalar(t, w.data() + r * rb, q.data(), nb);
     const double row = int8::dot_scalar(t, w.data() + r * rb, q.data(), nb);
     EXPECT_LE(std::fabs(gemm - exact), static_cast<double>(nb + 1) * 2 * eps * mag) << dtype_name(t) << " row " << r;
