@@ -6,8 +6,8 @@
 //
 //   bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats 9] [--threads N] [--tokens 1,256]
 //                     [--against int8|int8rows|invariant]
-// int8: the int8 route as the model runs it (the GEMM from 16 tokens where the CPU has AVX-512
-// VNNI); int8rows: its row kernels only (what the server's batch-invariant mode runs).
+// int8: the int8 route as the model runs it (the GEMM from 16 tokens: AVX-512 VNNI or AVX2);
+// int8rows: its row kernels only (what the server's batch-invariant mode runs).
 #include <omp.h>
 
 #include <chrono>

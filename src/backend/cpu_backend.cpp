@@ -52,7 +52,9 @@ class CpuBackend final : public Backend {
     if (precision_ == Precision::kBf16) kernels = ops::bf16_kernel_name(ops::bf16_kernel());
     if (precision_ == Precision::kInt8)
       kernels = std::string(isa_name(int8::kernel_isa())) + " int8 kernels" +
-                (!invariant_ && int8::gemm_available() ? " + avx512vnni GEMM from 16 tokens" : "");
+                (!invariant_ && int8::gemm_available()
+                     ? std::string(" + ") + isa_name(int8::gemm_isa()) + " GEMM from 16 tokens"
+                     : "");
     return std::string("cpu (") + precision_name(precision_) + ", " + kernels + ", " + std::to_string(threads) +
            " threads)";
   }

@@ -1,6 +1,6 @@
 // The int8 GEMM's portable parts (int8_gemm.h): packing the tokens, the scalar reference, the
-// per-thread scratch and the calls into the AVX-512 VNNI file (which decodes the rows and
-// multiplies).
+// per-thread scratch and the calls into the kernel files (int8_gemm_<isa>.cpp, which decode the
+// rows and multiply).
 #include "core/int8_gemm.h"
 
 #include <cmath>
@@ -35,8 +35,13 @@ bool gemm_supports(DType t) {
 }
 
 bool gemm_available() {
-  static const bool available = active_isa() == Isa::kAvx512Vnni;
+  static const bool available = active_isa() >= Isa::kAvx2;
   return available;
+}
+
+Isa gemm_isa() {
+  static const Isa isa = active_isa() == Isa::kAvx512Vnni ? Isa::kAvx512Vnni : Isa::kAvx2;
+  return isa;
 }
 
 void size_packed(int64_t nb, int64_t ntok, PackedTokens* out) {
@@ -77,11 +82,14 @@ void pack_tokens(const BlockQ8* x, int64_t nb, int64_t ntok, PackedTokens* out) 
   for (int64_t p = 0; p < out->panels; ++p) pack_panel(x, p, out);
 }
 
-void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const PackedTokens& x,
-               float* y, int64_t y_stride) {
+void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
+                    const PackedTokens& x, float* y, int64_t y_stride) {
   if (!gemm_supports(t))
     throw Internal("int8 gemm: no GEMM kernel for " + std::string(dtype_name(t)));
-  if (!gemm_available()) throw Internal("int8 gemm: this CPU cannot run the AVX-512 VNNI kernel");
+  if (isa != Isa::kAvx2 && isa != Isa::kAvx512Vnni)
+    throw Internal(std::string("int8 gemm: no GEMM kernel for the ") + isa_name(isa) + " path");
+  if (!cpu_supports(isa))
+    throw Internal(std::string("int8 gemm: this CPU cannot run the ") + isa_name(isa) + " kernel");
   const int64_t nb = x.nb;
   if ((t == DType::Q4_K && nb % 8 != 0) || (t == DType::NF4 && nb % 2 != 0))
     throw Internal("int8 gemm: " + std::string(dtype_name(t)) + " rows of " + std::to_string(nb) +
@@ -94,11 +102,22 @@ void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, cons
     s.m.resize(cells);
   }
   const bool min = has_min(t);
-  int8_detail::decode_rows_avx512vnni(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(),
-                                      s.m.data());
   const int8_detail::DecodedRows rows{nrows, nb, s.w.data(), s.d.data(),
                                       min ? s.m.data() : nullptr};
-  int8_detail::gemm_avx512vnni(rows, x, y, y_stride);
+  if (isa == Isa::kAvx512Vnni) {
+    int8_detail::decode_rows_avx512vnni(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(),
+                                        s.m.data());
+    int8_detail::gemm_avx512vnni(rows, x, y, y_stride);
+  } else {
+    int8_detail::decode_rows_avx2(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(), s.m.data());
+    int8_detail::gemm_avx2(t, rows, x, y, y_stride);
+  }
+}
+
+void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const PackedTokens& x,
+               float* y, int64_t y_stride) {
+  if (!gemm_available()) throw Internal("int8 gemm: the scalar path (MEDTUNE_ISA) has no GEMM kernel");
+  gemm_rows_with(gemm_isa(), t, w, row_bytes, nrows, x, y, y_stride);
 }
 
 float gemm_scalar(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nb) {

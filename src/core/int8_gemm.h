@@ -1,17 +1,20 @@
-// The int8 route's GEMM: many tokens (prompts, scoring) against rows of quantized weights with
-// AVX-512 VNNI, register-blocked over rows and tokens, where the row kernels of quant_int8.h dot
-// one row with 4 tokens at a time. llama.cpp's quantized prompt speed comes from such a kernel;
-// medtune's row kernels were no faster than its fp32 path for prompts (BENCHMARKS.md).
+// The int8 route's GEMM: many tokens (prompts, scoring) against rows of quantized weights,
+// register-blocked over rows and tokens, where the row kernels of quant_int8.h dot one row with 4
+// tokens at a time. llama.cpp's quantized prompt speed comes from such a kernel; medtune's row
+// kernels were no faster than its fp32 path for prompts (BENCHMARKS.md). Two kernels: AVX-512
+// VNNI (int8_gemm_avx512vnni.cpp) and AVX2 (int8_gemm_avx2.cpp, also taken on AVX-VNNI CPUs).
 //
 // Layout (why it differs from the row kernels'): one 512-bit vpdpbusd multiplies 16 tokens' 4
 // activation bytes (one zmm, built once per call by pack_tokens) with 4 bytes of one weight row
 // broadcast from memory, so the weights need no transposed copy: each row group is only decoded
 // to bytes (Q8_0: copied) once per call. vpdpbusd takes one unsigned operand: the weights, offset
 // to w + 128 (1..255 for every type here); the offset's contribution, 128 * sum(q), is removed
-// exactly in int32 by starting each token's sum at -128 * sum(q), computed once per call.
+// exactly in int32 by starting each token's sum at -128 * sum(q), computed once per call. The AVX2
+// kernel reads the same packed tokens, 8 at a time (a ymm), and decodes the weights in the forms
+// its vpmaddubsw needs to stay exact (its file says how).
 //
 // Numerics, per (row, token), over activation blocks b in order (the scalar reference,
-// gemm_scalar, performs the same operations one at a time; tests compare the bits):
+// gemm_scalar, performs the same operations one at a time; tests compare the bits of each kernel):
 //   isum_b = sum_e w_e * q_e, exact in int32 (|isum_b| <= 32 * 128 * 127 < 2^24: float(isum_b)
 //            is exact too);
 //   acc = fma(d_w * d_x, float(isum_b), acc);  Q4_1 and Q4_K also macc = fma(m_w, s_x, macc);
@@ -39,8 +42,10 @@ constexpr int64_t kGemmTokens = 16;  // tokens per zmm: one token panel
 
 // The types the GEMM covers.
 bool gemm_supports(DType t);
-// Whether the GEMM kernel runs here: the CPU has AVX-512 VNNI and MEDTUNE_ISA allows it.
+// Whether a GEMM kernel runs here: the CPU has AVX2 (the baseline) and MEDTUNE_ISA allows it.
 bool gemm_available();
+// The kernel gemm_rows takes: AVX-512 VNNI where active_isa() is, else AVX2 (AVX-VNNI CPUs too).
+Isa gemm_isa();
 
 // ntok tokens' quantized activations (nb blocks each) in the GEMM's order. Per token panel p (16
 // tokens; the last one padded with zero activations) and block b: q (8 groups of 4 bytes x 16
@@ -63,6 +68,10 @@ void pack_panel(const BlockQ8* x, int64_t p, PackedTokens* out);
 // packed token: y[k * y_stride + r]. Runs on the calling thread. gemm_available() must hold.
 void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const PackedTokens& x,
                float* y, int64_t y_stride);
+// The same with a given kernel (Isa::kAvx2 or kAvx512Vnni), for tests and benchmarks; Internal if
+// this CPU cannot run it.
+void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
+                    const PackedTokens& x, float* y, int64_t y_stride);
 
 // The reference of one element: the operations above for one row and one token (x: its nb blocks).
 float gemm_scalar(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nb);

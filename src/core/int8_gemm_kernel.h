@@ -11,7 +11,9 @@ namespace medtune::int8_detail {
 // nrows weight rows decoded once per call: element (b, i) is row i's activation block b.
 struct DecodedRows {
   int64_t nrows = 0, nb = 0;
-  const uint8_t* w = nullptr;  // (nb, nrows, 32): w_e + 128, w_e the integers of quant_int8.h
+  // (nb, nrows, 32), the integers w_e of quant_int8.h in the kernel's form: AVX-512 VNNI w_e + 128;
+  // AVX2 the nibble (Q4_0, Q4_1, Q4_K; Q4_0's w_e = nibble - 8) or w_e itself (Q8_0, NF4).
+  const uint8_t* w = nullptr;
   const float* d = nullptr;    // (nb, nrows): d_w
   const float* m = nullptr;    // (nb, nrows): m_w, or null for types without a min
 };
@@ -24,5 +26,11 @@ void decode_rows_avx512vnni(DType t, const uint8_t* w, int64_t row_bytes, int64_
 // y[k * y_stride + i] for every row i and packed token k (int8_gemm.h's operations).
 void gemm_avx512vnni(const DecodedRows& rows, const int8::PackedTokens& x, float* y,
                      int64_t y_stride);
+
+// The same pair for AVX2 (int8_gemm_avx2.cpp), whose decoded form depends on the type.
+void decode_rows_avx2(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, int64_t nb,
+                      uint8_t* wout, float* d, float* m);
+void gemm_avx2(DType t, const DecodedRows& rows, const int8::PackedTokens& x, float* y,
+               int64_t y_stride);
 
 }  // namespace medtune::int8_detail
