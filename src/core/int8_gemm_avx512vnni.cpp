@@ -26,7 +26,8 @@ constexpr int64_t kTok = int8::kGemmTokens;
 inline float f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);  // exact, like f16_to_f32, for every non-NaN half
+  // Exact, like f16_to_f32, for every non-NaN half; not _cvtsh_ss, for quant_int8_body.h's reason.
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
 
 // 16 packed bytes -> 32 bytes: low nibbles are elements 0..15, high nibbles 16..31.
