@@ -33,6 +33,9 @@ total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' build/ctest.log | tai
 echo "== core and ops unit tests on the scalar kernel path (MEDTUNE_ISA=scalar)"
 MEDTUNE_ISA=scalar build/tests/test_core --gtest_brief=1
 MEDTUNE_ISA=scalar build/tests/test_ops --gtest_brief=1
+# On an AVX-512 CPU the int8 linear layers dispatch to the AVX-512 GEMM; these run the AVX2 one.
+echo "== ops unit tests on the AVX2 kernel path (MEDTUNE_ISA=avx2)"
+MEDTUNE_ISA=avx2 build/tests/test_ops --gtest_brief=1
 
 echo "== Unit tests under AddressSanitizer + UBSan"
 # Only the unit-test binaries (the stage runs nothing else); -g1 (line tables only) keeps the
