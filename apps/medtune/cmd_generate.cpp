@@ -76,7 +76,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", args->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")
       ->capture_default_str();
-  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; int8: CPU, Q8_0/Q4_0/Q4_1/Q4_K/Q6_K/NF4 weights)")
+  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; on the CPU int8 when the base is Q8_0/Q4_0/Q4_1/Q4_K/Q6_K/NF4 and the CPU has AVX2, else fp32)")
       ->capture_default_str();
   cmd->add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate at most (capped by the context length)")->check(integer_in(1));
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy (default)")->check(number_in(0, 100));
@@ -93,7 +93,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("-q,--quiet", args->quiet, "No notes or timings on stderr");
   cmd->callback([args] {
     const backend::Device device = backend::parse_device(args->device, "--device");
-    const backend::Precision precision = backend::parse_precision(args->precision, device, "--precision");
+    backend::parse_inference_precision(args->precision, device, false, "--precision");  // a bad value, refused before the model is read
     if (!args->system.empty() && !args->chat)
       throw BadInput("--system is a chat message: it needs --chat (without it the prompt is plain text)");
     for (const auto& [name, text] : {std::pair<const char*, const std::string*>{"--prompt", &args->prompt},
@@ -136,8 +136,11 @@ void add_generate_command(CLI::App& app) {
       }
     }
     if (args->check_tensors) model::check_weights_finite(ckpt);
+    const model::WeightQuant quant = model::parse_weight_quant(args->base_quant, "--base-quant");
+    const backend::Precision precision =
+        backend::parse_inference_precision(args->precision, device, base_takes_int8(ckpt, quant), "--precision");
     backend::Backend& be = backend::for_device(device, precision);
-    model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"), be);
+    model::LlamaModel model(std::move(ckpt), quant, be);
     const auto lora = attach_adapter(model, args->adapter);
     // model::generate's cache (1 row of prompt + new tokens) and its largest pass (the prompt).
     const model::InferencePlan plan = check_device_memory(model, lora ? std::vector<const model::LoraWeights*>{lora.get()} : std::vector<const model::LoraWeights*>{},

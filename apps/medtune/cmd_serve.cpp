@@ -98,7 +98,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--ssl-key-file", args->tls_key, "PEM private key of --ssl-cert-file");
   cmd->add_option("--base-quant", args->base_quant, "Quantize the base's block linears at load: none | nf4")->capture_default_str();
   cmd->add_option("--device", args->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")->capture_default_str();
-  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; int8: CPU, Q8_0/Q4_0/Q4_1/Q4_K/Q6_K/NF4 weights)")->capture_default_str();
+  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; on the CPU int8 when the base is Q8_0/Q4_0/Q4_1/Q4_K/Q6_K/NF4 and the CPU has AVX2, else fp32)")->capture_default_str();
   cmd->add_flag("-q,--quiet", args->quiet, "No per-request log lines on stderr");
   cmd->callback([args] {
     // Before any thread exists, so that every thread inherits the mask: SIGTERM/SIGINT are taken
@@ -111,7 +111,7 @@ void add_serve_command(CLI::App& app) {
     signal(SIGPIPE, SIG_IGN);
 
     const backend::Device device = backend::parse_device(args->device, "--device");
-    const backend::Precision precision = backend::parse_precision(args->precision, device, "--precision");
+    backend::parse_inference_precision(args->precision, device, false, "--precision");  // a bad value, refused before the model is read
     std::string key = args->api_key;
     if (!args->api_key_file.empty()) {
       if (!key.empty()) throw BadInput("give the API key once: --api-key or --api-key-file, not both");
@@ -158,9 +158,12 @@ void add_serve_command(CLI::App& app) {
     // With several slots, on the CPU, the batch-invariant kernels: a request's output does not
     // depend on its batch (docs/decisions/batch-invariant-serving.md). One slot never batches, so
     // it keeps the faster OpenBLAS / fused-dot kernels that generate and eval use.
+    const model::WeightQuant quant = model::parse_weight_quant(args->base_quant, "--base-quant");
+    const backend::Precision precision =
+        backend::parse_inference_precision(args->precision, device, base_takes_int8(ckpt, quant), "--precision");
     backend::Backend& device_be = backend::for_device(device, precision);
     backend::Backend& be = np > 1 ? backend::batch_invariant(device_be) : device_be;
-    model::LlamaModel model(std::move(ckpt), model::parse_weight_quant(args->base_quant, "--base-quant"), be);
+    model::LlamaModel model(std::move(ckpt), quant, be);
 
     serve::AdapterRegistry adapters;
     for (const auto& a : args->adapters) {

@@ -2,7 +2,9 @@
 
 #include <charconv>
 
+#include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/quant_int8.h"
 
 namespace medtune::backend {
 
@@ -38,6 +40,17 @@ Precision parse_precision(const std::string& s, const Device& d, const std::stri
   if (s == "int8") return Precision::kInt8;
   if (s == "auto") return d.is_cpu() ? Precision::kFp32 : Precision::kBf16;
   throw BadInput(what + ": '" + s + "' is not a precision; use fp32, bf16, int8 or auto (bf16 on a GPU, fp32 on the CPU)");
+}
+
+Precision parse_inference_precision(const std::string& s, const Device& d, bool int8_base, const std::string& what) {
+  if (s == "auto" && d.is_cpu() && int8_base && int8::kernel_isa() != Isa::kScalar) return Precision::kInt8;
+  if (s == "auto") return d.is_cpu() ? Precision::kFp32 : Precision::kBf16;
+  try {
+    return parse_precision(s, d, what);
+  } catch (const BadInput&) {
+    throw BadInput(what + ": '" + s + "' is not a precision; use fp32, bf16, int8 or auto (bf16 on a GPU; on the CPU "
+                   "int8 for a quantized base where the CPU has int8 kernels, else fp32)");
+  }
 }
 
 }  // namespace medtune::backend

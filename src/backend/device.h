@@ -33,5 +33,11 @@ const char* precision_name(Precision p);  // "fp32", "bf16", "int8"
 // "fp32", "bf16", "int8", or "auto": bf16 on a GPU, fp32 on the CPU. BadInput naming `what`
 // otherwise.
 Precision parse_precision(const std::string& s, const Device& d, const std::string& what);
+// The same for the commands that only infer (generate, serve), whose `auto` is the fastest path
+// with measured accuracy: on the CPU, int8 when the base's block linears all take the int8 route
+// (`int8_base`) and this CPU has vector int8 kernels (AVX2 or more; the scalar ones are slower
+// than fp32), else fp32; bf16 on a GPU. Its accuracy against fp32, measured: docs/decisions/
+// cpu-dispatch.md, "--precision auto for generate and serve".
+Precision parse_inference_precision(const std::string& s, const Device& d, bool int8_base, const std::string& what);
 
 }  // namespace medtune::backend

@@ -31,11 +31,14 @@ void linear_forward(float* y, const float* x, const StoredMatrix& w, const float
 // The same product on the int8 route (`--precision int8`, core/quant_int8.h) when W's dtype has an
 // int8 kernel (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, NF4): the N rows of x are quantized per block of 32
 // to int8 once, then dotted with the weight rows in integers, threaded over rows:
-//  - N >= 16 (prompts, scoring), where the CPU has AVX-512 VNNI and the type one scale per 32:
-//    the register-blocked GEMM (core/int8_gemm.h);
+//  - N >= 16 (prompts, scoring), where the CPU has AVX2 and the type one scale per 32: the
+//    register-blocked GEMM (core/int8_gemm.h);
 //  - otherwise, and always when batch_invariant: the row kernels (quant_int8.h), whose every
 //    element is computed as at N = 1, so a token's result does not depend on its batch (the
-//    server's batches). The two differ by fp32 summation order only.
+//    server's batches). The two differ by fp32 summation order only, in one product; through a
+//    model, such a difference flips the int8 rounding of a few activations of the next layer, and
+//    the flips grow to the size of int8's own error against fp32 (a server at --parallel 4 and
+//    `eval --precision int8` differ by up to ~0.3 in a token's log-probability, SmolLM2).
 // Other dtypes take linear_forward (fp32); int8_path() says which.
 void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
                          bool batch_invariant);

@@ -40,6 +40,11 @@ if [ -n "$MODEL" ] && [ -f "$MODEL" ]; then
     "$MT" generate "$MODEL" -p "The heart has four" -n 4 --json
   expect 0 '"stop_reason": "stop_token",.*"stopped_by": "the model produced its stop token <\|im_end\|> \(id 2\)"' -- \
     "$MT" generate "$MODEL" -p "Hi" --chat -n 64 --json
+  # --precision auto: int8 for this quantized base where the int8 kernels are vector ones (the
+  # build's x86-64-v3 baseline has AVX2), fp32 when they are capped to the scalar reference.
+  expect 0 '"precision": "int8"' -- "$MT" generate "$MODEL" -p "The heart has four" -n 2 --json
+  expect 0 '"precision": "fp32"' -- env MEDTUNE_ISA=scalar "$MT" generate "$MODEL" -p "The heart has four" -n 2 --json
+  expect 0 '"precision": "fp32"' -- "$MT" generate "$MODEL" -p "The heart has four" -n 2 --json --precision fp32
   expect 0 "accuracy" -- "$MT" eval "$MODEL" --data data/sample/medqa_dev.jsonl --limit 6 --out "$tmp/e1" -q
   expect 0 "accuracy" -- "$MT" eval "$MODEL" --data data/sample/medqa_dev.jsonl --limit 6 --format chat --out "$tmp/e2" -q
   for f in report.json report.html predictions.jsonl; do
