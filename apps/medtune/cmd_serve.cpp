@@ -155,12 +155,12 @@ void add_serve_command(CLI::App& app) {
 
     std::vector<int64_t> stop_ids = ckpt.config.eos_token_ids;
     if (tok->eos_id() >= 0) stop_ids.push_back(tok->eos_id());
-    // With several slots, on the CPU, the batch-invariant kernels: a request's output does not
-    // depend on its batch (docs/decisions/batch-invariant-serving.md). One slot never batches, so
-    // it keeps the faster OpenBLAS / fused-dot kernels that generate and eval use.
     const model::WeightQuant quant = model::parse_weight_quant(args->base_quant, "--base-quant");
     const backend::Precision precision =
         backend::parse_inference_precision(args->precision, device, base_takes_int8(ckpt, quant), "--precision");
+    // With several slots, on the CPU, the batch-invariant kernels: a request's output does not
+    // depend on its batch (docs/decisions/batch-invariant-serving.md). One slot never batches, so
+    // it keeps the faster OpenBLAS / fused-dot kernels that generate and eval use.
     backend::Backend& device_be = backend::for_device(device, precision);
     backend::Backend& be = np > 1 ? backend::batch_invariant(device_be) : device_be;
     model::LlamaModel model(std::move(ckpt), quant, be);
