@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/device.h"
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "core/int8_gemm.h"
@@ -98,7 +99,14 @@ json simd_levels() {
           {"active_path", isa_name(isa)},
           {"capped_by_MEDTUNE_ISA", env != nullptr && *env != '\0'},
           {"kernels", kernels},
-          {"precisions", json::array({"fp32", "bf16", "int8"})}};
+          {"precisions", json::array({"fp32", "bf16", "int8"})},
+          // What `--precision auto` gives on this CPU (backend/device.h): eval, train and
+          // medtune-parity match transformers; generate and serve take int8 on a quantized base.
+          {"precision_auto",
+           {{"eval train medtune-parity", "fp32"},
+            {"generate serve", backend::parse_inference_precision("auto", {}, true, "auto") == backend::Precision::kInt8
+                                   ? "int8 on a Q8_0/Q4_0/Q4_1/Q4_K/Q6_K/NF4 base, else fp32"
+                                   : "fp32 (the int8 kernels here are the scalar reference)"}}}};
 }
 
 json cpu_backend() {
@@ -185,7 +193,9 @@ void print_text(const json& r) {
                 << "        kernel paths this CPU can take: " << join(be["simd"]["kernel_paths"])
                 << "; taking: " << be["simd"]["active_path"].get<std::string>()
                 << (be["simd"]["capped_by_MEDTUNE_ISA"].get<bool>() ? " (capped by MEDTUNE_ISA)" : "") << "\n"
-                << "        precisions: " << join(be["simd"]["precisions"]) << "\n";
+                << "        precisions: " << join(be["simd"]["precisions"]) << "\n"
+                << "        --precision auto: fp32 for eval, train and medtune-parity; for generate and serve "
+                << be["simd"]["precision_auto"]["generate serve"].get<std::string>() << "\n";
       for (const auto& [op, path] : be["simd"]["kernels"].items())
         std::cout << "          " << op << ": " << path.get<std::string>() << "\n";
       std::cout

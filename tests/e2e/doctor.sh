@@ -38,6 +38,11 @@ assert cpu["blas"]["library"] == "OpenBLAS" and cpu["blas"]["config"], cpu["blas
 simd = cpu["simd"]
 assert "scalar" in simd["kernel_paths"] and simd["active_path"] in simd["kernel_paths"], simd
 assert simd["compiled_baseline"] and "int8" in simd["precisions"], simd
+# --precision auto: fp32 where results are compared with transformers; int8 for generate and
+# serve on a quantized base, unless MEDTUNE_ISA caps the int8 kernels to the scalar reference
+assert simd["precision_auto"]["eval train medtune-parity"] == "fp32", simd
+want = "fp32" if simd["active_path"] == "scalar" else "int8"
+assert simd["precision_auto"]["generate serve"].startswith(want + " "), simd
 assert r["ok"] is True
 if r["gpu_compiled"]:
     assert r["backends"][1]["name"] in ("cuda", "hip"), r["backends"]
