@@ -138,7 +138,7 @@ void add_generate_command(CLI::App& app) {
     if (args->check_tensors) model::check_weights_finite(ckpt);
     const model::WeightQuant quant = model::parse_weight_quant(args->base_quant, "--base-quant");
     const backend::Precision precision =
-        backend::parse_inference_precision(args->precision, device, base_takes_int8(ckpt, quant), "--precision");
+        backend::parse_inference_precision(args->precision, device, model::block_linears_take_int8(ckpt, quant), "--precision");
     backend::Backend& be = backend::for_device(device, precision);
     model::LlamaModel model(std::move(ckpt), quant, be);
     const auto lora = attach_adapter(model, args->adapter);

@@ -157,7 +157,7 @@ void add_serve_command(CLI::App& app) {
     if (tok->eos_id() >= 0) stop_ids.push_back(tok->eos_id());
     const model::WeightQuant quant = model::parse_weight_quant(args->base_quant, "--base-quant");
     const backend::Precision precision =
-        backend::parse_inference_precision(args->precision, device, base_takes_int8(ckpt, quant), "--precision");
+        backend::parse_inference_precision(args->precision, device, model::block_linears_take_int8(ckpt, quant), "--precision");
     // With several slots, on the CPU, the batch-invariant kernels: a request's output does not
     // depend on its batch (docs/decisions/batch-invariant-serving.md). One slot never batches, so
     // it keeps the faster OpenBLAS / fused-dot kernels that generate and eval use.

@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "ops/linear.h"
 
 namespace medtune::cli {
 
@@ -36,19 +35,6 @@ ChatTemplateSource find_chat_template(const io::Checkpoint& ckpt) {
   if (!j.contains("chat_template") || !j["chat_template"].is_string())
     throw BadInput(path + ": field 'chat_template' is missing or not a string");
   return {j["chat_template"].get<std::string>(), path + ": chat_template"};
-}
-
-bool base_takes_int8(const io::Checkpoint& ckpt, model::WeightQuant quant) {
-  if (quant == model::WeightQuant::kNf4) return true;  // --base-quant nf4 stores every block linear as NF4
-  bool any = false;
-  for (const auto& [name, t] : ckpt.tensors) {
-    const bool block_linear = name.rfind("model.layers.", 0) == 0 && name.size() > 12 &&
-                              name.compare(name.size() - 12, 12, "_proj.weight") == 0;
-    if (!block_linear) continue;
-    if (!ops::int8_path(t.dtype)) return false;
-    any = true;
-  }
-  return any;
 }
 
 }  // namespace medtune::cli

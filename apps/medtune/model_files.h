@@ -6,7 +6,6 @@
 #include <string>
 
 #include "io/checkpoint.h"
-#include "model/weights.h"
 #include "tokenizer/tokenizer.h"
 
 namespace medtune::cli {
@@ -19,10 +18,5 @@ struct ChatTemplateSource {
   std::string text, origin;
 };
 ChatTemplateSource find_chat_template(const io::Checkpoint& ckpt);
-
-// Whether every block linear of the base (each layer's q/k/v/o and gate/up/down weights) is, after
-// --base-quant, of a dtype that the int8 route computes: what `--precision auto` asks of a model
-// before it picks int8 for generate and serve (backend::parse_inference_precision).
-bool base_takes_int8(const io::Checkpoint& ckpt, model::WeightQuant quant);
 
 }  // namespace medtune::cli

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/nf4.h"
 #include "core/quant.h"
+#include "ops/linear.h"
 
 namespace medtune::model {
 
@@ -107,6 +108,17 @@ WeightBytes planned_weight_bytes(const ModelConfig& c, DType stored, WeightQuant
     else b.mapped += dtype_row_bytes(stored, n);
   }
   return b;
+}
+
+bool block_linears_take_int8(const io::Checkpoint& ckpt, WeightQuant quant) {
+  if (quant == WeightQuant::kNf4) return true;  // every block linear bound as DType::NF4
+  bool any = false;
+  for (const auto& [name, t] : ckpt.tensors) {
+    if (!is_block_linear(name)) continue;
+    if (!ops::int8_path(t.dtype)) return false;
+    any = true;
+  }
+  return any;
 }
 
 WeightQuant parse_weight_quant(const std::string& s, const std::string& what) {

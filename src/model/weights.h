@@ -55,6 +55,11 @@ struct WeightBytes {
 WeightBytes planned_weight_bytes(const io::Checkpoint& ckpt, WeightQuant quant);
 WeightBytes planned_weight_bytes(const ModelConfig& c, DType stored, WeightQuant quant);
 
+// Whether every block linear of the base (each layer's q/k/v/o and gate/up/down weights) is, once
+// bound with `quant`, of a dtype that the int8 route computes (ops::int8_path): what `--precision
+// auto` asks of a model before it picks int8 for generate and serve (backend::parse_inference_precision).
+bool block_linears_take_int8(const io::Checkpoint& ckpt, WeightQuant quant);
+
 // "none" / "nf4" -> WeightQuant; BadInput naming `what` (e.g. "--base-quant") otherwise.
 WeightQuant parse_weight_quant(const std::string& s, const std::string& what);
 

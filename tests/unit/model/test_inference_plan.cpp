@@ -44,6 +44,24 @@ LoraWeights adapter(const ModelConfig& c) {
   return lora;
 }
 
+
+// --precision auto's question of a base: every block linear with an int8 kernel, once bound.
+TEST(BlockLinearsTakeInt8, EveryBlockLinearAndOnlyThoseCount) {
+  io::Checkpoint ckpt = io::open_checkpoint(kFixture);  // F32 throughout
+  EXPECT_FALSE(block_linears_take_int8(ckpt, WeightQuant::kNone));
+  EXPECT_TRUE(block_linears_take_int8(ckpt, WeightQuant::kNf4));  // bound as DType::NF4
+  // Only the dtype the check reads is changed; nothing is bound from this checkpoint.
+  std::string one;
+  for (auto& [name, t] : ckpt.tensors)
+    if (name.find("_proj.weight") != std::string::npos) {
+      t.dtype = DType::Q4_1;
+      one = name;
+    }
+  ASSERT_FALSE(one.empty());
+  EXPECT_TRUE(block_linears_take_int8(ckpt, WeightQuant::kNone));  // embeddings and norms stay F32
+  ckpt.tensors.at(one).dtype = DType::F16;
+  EXPECT_FALSE(block_linears_take_int8(ckpt, WeightQuant::kNone)) << one;
+}
 TEST(InferencePlan, ForwardOnADeviceHoldsWhatThePlanSays) {
   for (const bool with_lora : {false, true}) {
     SCOPED_TRACE(with_lora ? "with an adapter" : "base model");
