@@ -103,7 +103,7 @@ json simd_levels() {
           // What `--precision auto` gives on this CPU (backend/device.h): eval, train and
           // medtune-parity match transformers; generate and serve take int8 on a quantized base.
           {"precision_auto",
-           {{"eval train medtune-parity", "fp32"},
+           {{"eval train medtune-parity", backend::precision_name(backend::parse_precision("auto", {}, "auto"))},
             {"generate serve", backend::parse_inference_precision("auto", {}, true, "auto") == backend::Precision::kInt8
                                    ? "int8 on a Q8_0/Q4_0/Q4_1/Q4_K/Q6_K/NF4 base, else fp32"
                                    : "fp32 (the int8 kernels here are the scalar reference)"}}}};
@@ -194,7 +194,8 @@ void print_text(const json& r) {
                 << "; taking: " << be["simd"]["active_path"].get<std::string>()
                 << (be["simd"]["capped_by_MEDTUNE_ISA"].get<bool>() ? " (capped by MEDTUNE_ISA)" : "") << "\n"
                 << "        precisions: " << join(be["simd"]["precisions"]) << "\n"
-                << "        --precision auto: fp32 for eval, train and medtune-parity; for generate and serve "
+                << "        --precision auto: " << be["simd"]["precision_auto"]["eval train medtune-parity"].get<std::string>()
+                << " for eval, train and medtune-parity; for generate and serve "
                 << be["simd"]["precision_auto"]["generate serve"].get<std::string>() << "\n";
       for (const auto& [op, path] : be["simd"]["kernels"].items())
         std::cout << "          " << op << ": " << path.get<std::string>() << "\n";
