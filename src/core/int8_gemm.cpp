@@ -120,19 +120,4 @@ void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, cons
   gemm_rows_with(gemm_isa(), t, w, row_bytes, nrows, x, y, y_stride);
 }
 
-float gemm_scalar(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nb) {
-  if (!gemm_supports(t))
-    throw Internal("int8 gemm: no GEMM kernel for " + std::string(dtype_name(t)));
-  float acc = 0.0f, macc = 0.0f;
-  int8_detail::WeightBlock wb;
-  for (int64_t b = 0; b < nb; ++b) {
-    int8_detail::weight_block(t, w_row, b, &wb);
-    int32_t isum = 0;
-    for (int e = 0; e < kBlock; ++e) isum += wb.w[e] * x[b].q[e];
-    acc = std::fma(wb.d * x[b].d, static_cast<float>(isum), acc);
-    if (has_min(t)) macc = std::fma(wb.m, x[b].s, macc);
-  }
-  return has_min(t) ? acc + macc : acc;  // without a min, no + 0 (it would turn -0 into +0)
-}
-
 }  // namespace medtune::int8

@@ -13,17 +13,15 @@
 // kernel reads the same packed tokens, 8 at a time (a ymm), and decodes the weights in the forms
 // its vpmaddubsw needs to stay exact (its file says how).
 //
-// Numerics, per (row, token), over activation blocks b in order (the scalar reference,
-// gemm_scalar, performs the same operations one at a time; tests compare the bits of each kernel):
+// Numerics: quant_int8.h's, per (row, token), over activation blocks b in order (its scalar
+// reference, int8::dot_scalar, performs them one at a time; tests compare the bits of each kernel):
 //   isum_b = sum_e w_e * q_e, exact in int32 (|isum_b| <= 32 * 128 * 127 < 2^24: float(isum_b)
 //            is exact too);
 //   acc = fma(d_w * d_x, float(isum_b), acc);  Q4_1 and Q4_K also macc = fma(m_w, s_x, macc);
 //   y = acc + macc.
-// The weights and activations are quant_int8.h's (the same integers, scales and mins), so the
-// error bound against the fp32 dot is the row kernels' (activation rounding); only the fp32
-// summation order differs (one accumulator per element instead of 8 lanes), so the GEMM's bits
-// differ from dot_rows's by fp32 rounding. Every element's operations are independent of how
-// many tokens or rows a call has: a token's result is the same alone or in any batch.
+// So the GEMM and the row kernels (dot_rows) give every element the same bits, and every
+// element's operations are independent of how many tokens or rows a call has: a token's result is
+// the same alone or in any batch, through either kernel.
 //
 // Types: Q8_0, Q4_0, Q4_1, Q4_K and NF4 (weights representable as int8 with one scale and min per
 // 32). Q6_K's scales per 16 elements are not: it keeps the row kernels.
@@ -72,8 +70,5 @@ void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, cons
 // this CPU cannot run it.
 void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
                     const PackedTokens& x, float* y, int64_t y_stride);
-
-// The reference of one element: the operations above for one row and one token (x: its nb blocks).
-float gemm_scalar(DType t, const uint8_t* w_row, const BlockQ8* x, int64_t nb);
 
 }  // namespace medtune::int8

@@ -228,25 +228,17 @@ void quantize_activations_scalar(const float* x, int64_t n, BlockQ8* out) {
 }
 
 float dot_scalar(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb) {
-  float acc[8] = {};
-  float macc = 0.0f;
   const bool has_min = t == DType::Q4_1 || t == DType::Q4_K;
+  float acc = 0.0f, macc = 0.0f;
   int8_detail::WeightBlock wb;
   for (int64_t b = 0; b < nb; ++b) {
     int8_detail::weight_block(t, w, b, &wb);
-    const float scale = wb.d * x[b].d;
-    for (int j = 0; j < 8; ++j) {
-      int32_t p = 0;  // exact: |p| <= 4 * 128 * 127
-      for (int e = 4 * j; e < 4 * j + 4; ++e) p += wb.w[e] * x[b].q[e];
-      p *= wb.lane_mul[j];  // exact: Q6_K's |scale * p| <= 128 * 4 * 32 * 127 < 2^24
-      acc[j] = std::fma(scale, static_cast<float>(p), acc[j]);
-    }
+    int32_t isum = 0;  // exact: |isum| <= 32 * 128 * 127 (Q6_K: 8 * 128 * 4 * 32 * 127) < 2^24
+    for (int e = 0; e < kBlock; ++e) isum += wb.lane_mul[e / 4] * (wb.w[e] * x[b].q[e]);
+    acc = std::fma(wb.d * x[b].d, static_cast<float>(isum), acc);
     if (has_min) macc = std::fma(wb.m, x[b].s, macc);
   }
-  float half[4];
-  for (int j = 0; j < 4; ++j) half[j] = acc[j] + acc[j + 4];
-  const float sum = (half[0] + half[2]) + (half[1] + half[3]);
-  return sum + macc;
+  return has_min ? acc + macc : acc;  // without a min, no + 0 (it would turn -0 into +0)
 }
 
 namespace {

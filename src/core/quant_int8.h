@@ -16,13 +16,16 @@
 //     (nf4_levels(); |w| <= 127) and d_w = absmax / 127 in fp32. Unlike the ggml types this
 //     rounds the weights too: |kCode * absmax - d_w * w| <= absmax / 254 (+ d_w's fp32 rounding),
 //     under 0.4% of the block's absmax where NF4's own levels are 8-34% of it apart.
-//   - per block b and lane j (0..7) the integer partial p[b][j] = s_j * (sum of w*q over elements
-//     4j..4j+3) (exact in int32: what vpmaddubsw + vpmaddwd and VNNI's vpdpbusd both compute;
-//     s_j = 1 except Q6_K's sub-block scale, |p| < 2^24 so float(p) is exact);
-//     acc[j] = fma(d_w * d_x, float(p[b][j]), acc[j]) over blocks in order; Q4_1 and Q4_K add
-//     m_w * s_x per block into a separate sum. The result is (acc0+acc4 + acc2+acc6) +
-//     (acc1+acc5 + acc3+acc7), plus that sum. Every kernel path computes exactly these
-//     operations, so all paths (scalar, AVX2, AVX-VNNI, AVX-512 VNNI) give the same bits.
+//   - per block b the integer sum isum_b = sum over lanes j (0..7) of s_j * (sum of w*q over
+//     elements 4j..4j+3), exact in int32 in any order (s_j = 1 except Q6_K's sub-block scale;
+//     |isum_b| <= 8 * 128 * 4 * 32 * 127 < 2^24, so float(isum_b) is exact too);
+//     acc = fma(d_w * d_x, float(isum_b), acc) over blocks in order, one fp32 accumulator; Q4_1
+//     and Q4_K also macc = fma(m_w, s_x, macc). The result is acc + macc (Q4_1, Q4_K) or acc.
+//     Every kernel computes exactly these operations: the row kernels of every ISA (scalar, AVX2,
+//     AVX-VNNI, AVX-512 VNNI) and the GEMM (int8_gemm.h), so a token's result has the same bits
+//     whichever kernel ran and whatever else was in its batch. (Until session 27 the row kernels
+//     kept 8 lane accumulators: the same values up to fp32 order, which through a model grew to
+//     int8's own error between a server at --parallel 4 and at --parallel 1.)
 //   - the difference from the fp32 path is the activation rounding: |error| <= sum over blocks
 //     of d_x/2 * sum|w| (plus fp32 summation), the bound the tests check.
 #pragma once

@@ -36,39 +36,90 @@ inline __m256i nibbles(const uint8_t* p) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
 }
 
-// (acc0+acc4 + acc2+acc6) + (acc1+acc5 + acc3+acc7), as quant_int8.h states.
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 inline float fma1(float a, float b, float c) {  // one rounding, as std::fma
   // The builtin (one vfmadd on scalars, these files being compiled with -mfma) rather than
   // _mm_fmadd_ss on _mm_set_ss operands, whose zeroing inserts lengthened each block's chain.
   return __builtin_fmaf(a, b, c);
 }
 
-// Signed weights (Q8_0, Q4_0): |w| as unsigned bytes, the sign moved onto the activations.
+// A block's integer sum: the 8 lanes of p added in int32 (exact in any order), as a float (exact:
+// |sum| < 2^24, quant_int8.h).
+inline float block_sum(__m256i p) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtss_f32(_mm_cvtepi32_ps(s));  // in the vector unit: no round trip through a GPR
+}
+
+// Four blocks' integer sums at once, sums[k] = the 8 lanes of p[k] added (exact), as floats in
+// lanes 0-3. Unpacks and adds (one micro-op each) rather than vphaddd (several on AMD Zen): in
+// each 128-bit half, u01 = [p0 0+2, p1 0+2, p0 1+3, p1 1+3], then v = [p0, p1, p2, p3] summed over
+// the half; the two halves added last.
+inline __m128 block_sums4(const __m256i* p) {
+  const __m256i u01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[0], p[1]), _mm256_unpackhi_epi32(p[0], p[1]));
+  const __m256i u23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
+  const __m256i v = _mm256_add_epi32(_mm256_unpacklo_epi64(u01, u23), _mm256_unpackhi_epi64(u01, u23));
+  return _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
+// The block sums of T tokens, acc[k] = fma(dw * d_x[k], sum[k], acc[k]): T = 1 in a scalar, T = 4
+// in the lanes of one xmm (token k in lane k); the same operations either way.
 template <int T>
-inline void accumulate_signed(__m256i w, float dw, const int8::BlockQ8* const* xb, __m256* acc) {
-  const __m256i aw = _mm256_sign_epi8(w, w);
-  for (int k = 0; k < T; ++k) {
-    const __m256i p = dot4(aw, _mm256_sign_epi8(load_q(xb[k]->q), w));
-    acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb[k]->d), _mm256_cvtepi32_ps(p), acc[k]);
+struct BlockAcc;
+
+template <>
+struct BlockAcc<1> {
+  float acc = 0.0f, macc = 0.0f;
+  void add(const __m256i* p, float dw, const int8::BlockQ8* const* xb) {
+    acc = fma1(dw * xb[0]->d, block_sum(p[0]), acc);
   }
+  void add_min(float mw, const int8::BlockQ8* const* xb) { macc = fma1(mw, xb[0]->s, macc); }
+  void store(bool has_min, float* y, int64_t) const { y[0] = has_min ? acc + macc : acc; }
+};
+
+template <>
+struct BlockAcc<4> {
+  __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
+  // The 4 tokens' d_x (lanes 0-3) and s_x: each BlockQ8 starts with d then s.
+  static void load_ds(const int8::BlockQ8* const* xb, __m128* d, __m128* s) {
+    __m128 ds[4];
+    for (int k = 0; k < 4; ++k)
+      ds[k] = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(&xb[k]->d)));
+    const __m128 t01 = _mm_unpacklo_ps(ds[0], ds[1]), t23 = _mm_unpacklo_ps(ds[2], ds[3]);  // d0 d1 s0 s1
+    *d = _mm_movelh_ps(t01, t23);
+    *s = _mm_movehl_ps(t23, t01);
+  }
+  void add(const __m256i* p, float dw, const int8::BlockQ8* const* xb) {
+    const __m128 sums = block_sums4(p);
+    __m128 d, s;
+    load_ds(xb, &d, &s);
+    acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(dw), d), sums, acc);
+  }
+  void add_min(float mw, const int8::BlockQ8* const* xb) {
+    __m128 d, s;
+    load_ds(xb, &d, &s);
+    macc = _mm_fmadd_ps(_mm_set1_ps(mw), s, macc);
+  }
+  void store(bool has_min, float* y, int64_t y_stride) const {
+    alignas(16) float out[4];
+    _mm_store_ps(out, has_min ? _mm_add_ps(acc, macc) : acc);
+    for (int k = 0; k < 4; ++k) y[k * y_stride] = out[k];
+  }
+};
+
+// Signed weights (Q8_0, Q4_0, NF4): |w| as unsigned bytes, the sign moved onto the activations.
+template <int T>
+inline void accumulate_signed(__m256i w, float dw, const int8::BlockQ8* const* xb, BlockAcc<T>& acc) {
+  const __m256i aw = _mm256_sign_epi8(w, w);
+  __m256i p[T];
+  for (int k = 0; k < T; ++k) p[k] = dot4(aw, _mm256_sign_epi8(load_q(xb[k]->q), w));
+  acc.add(p, dw, xb);
 }
 
 template <int T>
 void dot_tile(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y,
               int64_t y_stride) {
-  __m256 acc[T];
-  float macc[T];
-  for (int k = 0; k < T; ++k) {
-    acc[k] = _mm256_setzero_ps();
-    macc[k] = 0.0f;
-  }
+  BlockAcc<T> acc;
   const int8::BlockQ8* xb[T];
   for (int64_t b = 0; b < nb; ++b) {
     for (int k = 0; k < T; ++k) xb[k] = x + k * nb + b;
@@ -80,28 +131,21 @@ void dot_tile(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, flo
       accumulate_signed<T>(_mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8)), f16(blk), xb, acc);
     } else {  // Q4_1: unsigned weights go straight into the unsigned operand
       const uint8_t* blk = w + 20 * b;
-      const float dw = f16(blk), mw = f16(blk + 2);
       const __m256i q = nibbles(blk + 4);
-      for (int k = 0; k < T; ++k) {
-        const __m256i p = dot4(q, load_q(xb[k]->q));
-        acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb[k]->d), _mm256_cvtepi32_ps(p), acc[k]);
-        macc[k] = fma1(mw, xb[k]->s, macc[k]);
-      }
+      __m256i p[T];
+      for (int k = 0; k < T; ++k) p[k] = dot4(q, load_q(xb[k]->q));
+      acc.add(p, f16(blk), xb);
+      acc.add_min(f16(blk + 2), xb);
     }
   }
-  for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]) + macc[k];
+  acc.store(t == DType::Q4_1, y, y_stride);
 }
 
 // Q4_K, one super-block (8 activation blocks) at a time: sub-block k is a Q4_1-like block with
 // scale d*sc_k and min -(dmin*m_k) (kquant_layout.h), its unsigned nibbles straight into dot4.
 template <int T>
 void dot_tile_q4k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
-  __m256 acc[T];
-  float macc[T];
-  for (int k = 0; k < T; ++k) {
-    acc[k] = _mm256_setzero_ps();
-    macc[k] = 0.0f;
-  }
+  BlockAcc<T> acc;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
     const uint8_t* blk = w + kquant::kQ4KBytes * sb;
@@ -119,24 +163,25 @@ void dot_tile_q4k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y
       for (int half = 0; half < 2; ++half) {
         const int sub = 2 * pair + half;
         const int64_t b = 8 * sb + sub;
+        const int8::BlockQ8* xb[T];
+        __m256i p[T];
         for (int k = 0; k < T; ++k) {
-          const int8::BlockQ8& xb = x[k * nb + b];
-          const __m256i p = dot4(q[half], load_q(xb.q));
-          acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(ds[sub] * xb.d), _mm256_cvtepi32_ps(p), acc[k]);
-          macc[k] = fma1(dm[sub], xb.s, macc[k]);
+          xb[k] = x + k * nb + b;
+          p[k] = dot4(q[half], load_q(xb[k]->q));
         }
+        acc.add(p, ds[sub], xb);
+        acc.add_min(dm[sub], xb);
       }
     }
   }
-  for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]) + macc[k];
+  acc.store(true, y, y_stride);
 }
 
 // Q6_K, one super-block at a time: each group of 32 (q - 32, signed) with two int8 scales, one
 // per 16 elements = lanes 0-3 and 4-7; the lane sums are multiplied by them in int32 (exact).
 template <int T>
 void dot_tile_q6k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
-  __m256 acc[T];
-  for (int k = 0; k < T; ++k) acc[k] = _mm256_setzero_ps();
+  BlockAcc<T> acc;
   const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
     const uint8_t* blk = w + kquant::kQ6KBytes * sb;
@@ -156,23 +201,24 @@ void dot_tile_q6k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y
         const int s0 = sc[8 * h + 2 * g], s1 = sc[8 * h + 2 * g + 1];
         const __m256i lane_mul = _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
         const int64_t b = 8 * sb + 4 * h + g;
+        const int8::BlockQ8* xb[T];
+        __m256i p[T];
         for (int k = 0; k < T; ++k) {
-          const int8::BlockQ8& xb = x[k * nb + b];
-          const __m256i p = _mm256_mullo_epi32(dot4(aq, _mm256_sign_epi8(load_q(xb.q), q)), lane_mul);
-          acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb.d), _mm256_cvtepi32_ps(p), acc[k]);
+          xb[k] = x + k * nb + b;
+          p[k] = _mm256_mullo_epi32(dot4(aq, _mm256_sign_epi8(load_q(xb[k]->q), q)), lane_mul);
         }
+        acc.add(p, d, xb);
       }
     }
   }
-  for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]);
+  acc.store(false, y, y_stride);
 }
 
 // NF4, by half-block of 32: the codes (high nibble first) looked up in the int8 levels, signed
 // weights as Q8_0's; d_w = absmax / 127 (quant_int8.h).
 template <int T>
 void dot_tile_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
-  __m256 acc[T];
-  for (int k = 0; k < T; ++k) acc[k] = _mm256_setzero_ps();
+  BlockAcc<T> acc;
   const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(int8::nf4_levels())));
   const __m128i m4 = _mm_set1_epi8(0x0F);
   const int8::BlockQ8* xb[T];
@@ -187,7 +233,7 @@ void dot_tile_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y
     for (int k = 0; k < T; ++k) xb[k] = x + k * nb + b;
     accumulate_signed<T>(_mm256_shuffle_epi8(levels, codes), absmax / 127.0f, xb, acc);
   }
-  for (int k = 0; k < T; ++k) y[k * y_stride] = hsum(acc[k]);
+  acc.store(false, y, y_stride);
 }
 
 template <int T>
@@ -199,35 +245,62 @@ void dot_tile_any(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb,
 }
 
 // One token against one row of a legacy-block type D (Q8_0, Q4_0, Q4_1): exactly the operations
-// of dot_tile<1> (so the same bits), with the dtype known at compile time and the row stream
-// prefetched ahead. Measured on Zen 4, SmolLM2 decode at batch 1, 2 threads, medians of 5
-// alternating rounds on a noisy machine (tokens/s, Q4_1 / Q8_0): one call per row with the dtype
-// switch inside, 135 / 133; this, without the prefetch, 151 / 161; with it, 163 / 163. Taking 2
-// or 4 rows at once (independent FMA chains) made decode 1.3-2.6x slower: interleaved row
-// streams defeat the hardware prefetcher on weights larger than the cache.
+// of dot_tile<1> (so the same bits), with the dtype known at compile time, the row stream
+// prefetched ahead, and the integer sums of 4 blocks reduced together (block_sums4: a quarter of
+// the shuffles of 4 block_sum). Measured on Zen 4, SmolLM2 decode at batch 1, 2 threads, medians
+// of 5 alternating rounds on a noisy machine (tokens/s, Q4_1 / Q8_0): one call per row with the
+// dtype switch inside, 135 / 133; this, without the prefetch, 151 / 161; with it, 163 / 163.
+// Taking 2 or 4 rows at once (independent FMA chains) made decode 1.3-2.6x slower: interleaved
+// row streams defeat the hardware prefetcher on weights larger than the cache.
 constexpr int64_t kPrefetchBytes = 4096;
+
+// Block b of a row of type D against the token's block: the 8 lane sums, and d_w (lane 0 of dm)
+// with Q4_1's m_w (lane 1): Q4_1's two halves are adjacent, one conversion for both.
+template <DType D>
+inline __m256i block_lanes(const uint8_t* blk, const int8::BlockQ8& xb, __m128* dm) {
+  if constexpr (D == DType::Q4_1) {
+    uint32_t h2;
+    std::memcpy(&h2, blk, 4);
+    *dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h2)));
+    return dot4(nibbles(blk + 4), load_q(xb.q));
+  } else {
+    *dm = _mm_set_ss(f16(blk));
+    const __m256i w = D == DType::Q8_0 ? load_q(reinterpret_cast<const int8_t*>(blk + 2))
+                                       : _mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8));
+    return dot4(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load_q(xb.q), w));
+  }
+}
 
 template <DType D>
 float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
   constexpr int64_t kBytes = D == DType::Q8_0 ? 34 : D == DType::Q4_0 ? 18 : 20;
-  __m256 acc = _mm256_setzero_ps();
-  float macc = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + kBytes * b;
-    const int8::BlockQ8* xb[1] = {x + b};
-    _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes), _MM_HINT_T0);
-    if constexpr (D == DType::Q8_0) {
-      accumulate_signed<1>(load_q(reinterpret_cast<const int8_t*>(blk + 2)), f16(blk), xb, &acc);
-    } else if constexpr (D == DType::Q4_0) {
-      accumulate_signed<1>(_mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8)), f16(blk), xb, &acc);
-    } else {
-      const float dw = f16(blk), mw = f16(blk + 2);
-      const __m256i p = dot4(nibbles(blk + 4), load_q(xb[0]->q));
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb[0]->d), _mm256_cvtepi32_ps(p), acc);
-      macc = fma1(mw, xb[0]->s, macc);
+  float acc = 0.0f, macc = 0.0f;
+  // Block b's terms, in block order: acc = fma(d_w * d_x, sum, acc), macc = fma(m_w, s_x, macc).
+  const auto add = [&](__m128 dm, float sum, const int8::BlockQ8& xb) {
+    acc = fma1(_mm_cvtss_f32(dm) * xb.d, sum, acc);
+    if constexpr (D == DType::Q4_1) macc = fma1(_mm_cvtss_f32(_mm_movehdup_ps(dm)), xb.s, macc);
+  };
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    __m256i p[4];
+    __m128 dm[4];
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t* blk = w + kBytes * (b + k);
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes), _MM_HINT_T0);
+      p[k] = block_lanes<D>(blk, x[b + k], &dm[k]);
     }
+    const __m128 sums = block_sums4(p);
+    add(dm[0], _mm_cvtss_f32(sums), x[b]);
+    add(dm[1], _mm_cvtss_f32(_mm_movehdup_ps(sums)), x[b + 1]);
+    add(dm[2], _mm_cvtss_f32(_mm_movehl_ps(sums, sums)), x[b + 2]);
+    add(dm[3], _mm_cvtss_f32(_mm_shuffle_ps(sums, sums, 3)), x[b + 3]);
   }
-  return hsum(acc) + macc;
+  for (; b < nb; ++b) {
+    __m128 dm;
+    const __m256i p = block_lanes<D>(w + kBytes * b, x[b], &dm);
+    add(dm, block_sum(p), x[b]);
+  }
+  return D == DType::Q4_1 ? acc + macc : acc;
 }
 
 // Rows [0, nrows) of a legacy-block type against one token; false for other types.

@@ -304,8 +304,8 @@ TEST_P(Int8Dot, RowBlocksMatchScalarReferenceBitForBit) {
 
 // The reference's integer sums, checked against an independent sum in double over the same
 // quantized values: sum_b d_w d_x sum_e w_e q_e (+ m_w s_x) with dequantized weights w.
-// double holds every partial exactly; the fp32 accumulation of ~nb/8 terms per lane plus the
-// tree of 8 lanes gives |error| <= (nb + 8) * eps * sum|terms|.
+// double holds every partial exactly; one fp32 accumulator of nb terms, each with its scale product
+// rounded, gives |error| <= (nb + 1) * 2 * eps * sum|terms|.
 TEST_P(Int8Dot, ReferenceIntegerSumsMatchDouble) {
   const DType t = GetParam();
   const std::vector<uint8_t> w = weight_rows(t, 4, 21);
@@ -317,7 +317,7 @@ TEST_P(Int8Dot, ReferenceIntegerSumsMatchDouble) {
     const double eps = std::numeric_limits<float>::epsilon();
     const double got = int8::dot_scalar(t, w.data() + r * rb, q.data(), nb);
     // The min enters as m * s (s = d * sum q, rounded once): one more relative eps per block.
-    EXPECT_LE(std::fabs(got - exact), static_cast<double>(nb + 8) * 2 * eps * mag)
+    EXPECT_LE(std::fabs(got - exact), static_cast<double>(nb + 1) * 2 * eps * mag)
         << dtype_name(t) << " row " << r << " got " << got << " exact " << exact;
   }
 }
@@ -400,7 +400,7 @@ const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, 
 
 class Int8Gemm : public ::testing::TestWithParam<DType> {};
 
-// Every element of each GEMM kernel this CPU can run has gemm_scalar's bits, for row counts that
+// Every element of each GEMM kernel this CPU can run has dot_scalar's bits, for row counts that
 // leave remainders after the kernels' row tiles (AVX-512: 8, or 6 with mins; AVX2: 3) and token
 // counts around their token tiles (16; AVX2 also 8 for a panel's last 8 or fewer), and nothing is
 // written past the rows asked for.
@@ -429,7 +429,7 @@ TEST_P(Int8Gemm, EveryKernelMatchesScalarReferenceBitForBit) {
               ASSERT_EQ(got, -1.0f) << isa_name(isa) << ": row " << r << " written past nrows " << nrows;
               continue;
             }
-            ASSERT_EQ(bits(got), bits(int8::gemm_scalar(t, w.data() + r * rb, q.data() + k * nb, nb)))
+            ASSERT_EQ(bits(got), bits(int8::dot_scalar(t, w.data() + r * rb, q.data() + k * nb, nb)))
                 << isa_name(isa) << " " << dtype_name(t) << " row " << r << " of " << nrows << ", token " << k
                 << " of " << ntok;
           }
@@ -469,7 +469,7 @@ TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
     for (int k = 0; k < kTok; ++k)
       for (int r = 0; r < kRows; ++r)
         ASSERT_EQ(bits(y[static_cast<size_t>(k * kRows + r)]),
-                  bits(int8::gemm_scalar(t, w.data() + r * rb, q.data() + k * nb, nb)))
+                  bits(int8::dot_scalar(t, w.data() + r * rb, q.data() + k * nb, nb)))
             << isa_name(isa) << " " << dtype_name(t) << " row " << r << ", token " << k;
   }
 }
@@ -490,22 +490,33 @@ TEST_P(Int8Gemm, DispatchTakesTheActiveKernel) {
   EXPECT_EQ(int8::gemm_isa(), active_isa() == Isa::kAvx512Vnni ? Isa::kAvx512Vnni : Isa::kAvx2);
 }
 
-// The reference against an independent double sum over the same quantized values (as
-// ReferenceIntegerSumsMatchDouble for the row kernels): one fp32 accumulator of nb terms, so
-// |error| <= (nb + 1) * 2 * eps * sum|terms| (the min's product rounded once more per block).
-// It is also within that plus the row reference's bound of dot_scalar: the two orders of one sum.
-TEST_P(Int8Gemm, ReferenceMatchesDoubleAndTheRowKernels) {
+// The GEMM and the row kernels perform the same operations (quant_int8.h), so a token's result
+// has the same bits whichever of them runs: alone (rows, as the server's batch-invariant mode) or in
+// a batch (the GEMM, as eval and prompts). Token counts around the row kernels' tile of 4 and the
+// GEMM's panels of 16; every pair of kernels this CPU can run.
+TEST_P(Int8Gemm, GemmAndRowKernelsGiveTheSameBits) {
   const DType t = GetParam();
-  const std::vector<uint8_t> w = weight_rows(t, 4, 51);
-  const std::vector<BlockQ8> q = quantize(activations(kN, 52));
+  constexpr int kRows = 7;
+  const std::vector<uint8_t> w = weight_rows(t, kRows, 51);
   const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
-  const double eps = std::numeric_limits<float>::epsilon();
-  for (int r = 0; r < 4; ++r) {
-    const auto [exact, mag] = double_dot(t, w.data() + r * rb, q.data(), nb);
-    const double gemm = int8::gemm_scalar(t, w.data() + r * rb, q.data(), nb);
-    const double row = int8::dot_scalar(t, w.data() + r * rb, q.data(), nb);
-    EXPECT_LE(std::fabs(gemm - exact), static_cast<double>(nb + 1) * 2 * eps * mag) << dtype_name(t) << " row " << r;
-    EXPECT_LE(std::fabs(gemm - row), static_cast<double>(2 * nb + 9) * 2 * eps * mag) << dtype_name(t) << " row " << r;
+  for (const int ntok : {1, 4, 5, 17}) {
+    const std::vector<BlockQ8> q = quantize(activations(ntok * kN, 52 + ntok));
+    int8::PackedTokens packed;
+    int8::pack_tokens(q.data(), nb, ntok, &packed);
+    for (const Isa gemm_isa : {Isa::kAvx2, Isa::kAvx512Vnni}) {
+      if (!cpu_supports(gemm_isa)) continue;  // named by EveryKernelMatchesScalarReferenceBitForBit
+      std::vector<float> g(static_cast<size_t>(ntok * kRows));
+      int8::gemm_rows_with(gemm_isa, t, w.data(), rb, kRows, packed, g.data(), kRows);
+      for (const Isa row_isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
+        if (!cpu_supports(row_isa)) continue;
+        std::vector<float> r(g.size());
+        int8::dot_row_block_with(row_isa, t, w.data(), rb, kRows, q.data(), nb, ntok, r.data(), kRows);
+        for (size_t i = 0; i < g.size(); ++i)
+          ASSERT_EQ(bits(g[i]), bits(r[i])) << dtype_name(t) << " " << isa_name(gemm_isa) << " gemm against "
+                                            << isa_name(row_isa) << " rows, element " << i << " of " << ntok
+                                            << " tokens";
+      }
+    }
   }
 }
 
@@ -522,7 +533,6 @@ TEST(Int8Gemm, CoversTheTypesWithOneScalePer32) {
   EXPECT_THROW(int8::gemm_rows(DType::Q6_K, w, 210, 1, packed, &y, 1), Internal);
   EXPECT_THROW(int8::gemm_rows_with(Isa::kAvxVnni, DType::Q8_0, w, 34, 1, packed, &y, 1), Internal);
   EXPECT_THROW(int8::gemm_rows_with(Isa::kScalar, DType::Q8_0, w, 34, 1, packed, &y, 1), Internal);
-  EXPECT_THROW(int8::gemm_scalar(DType::BF16, w, nullptr, 0), Internal);
 }
 
 }  // namespace
