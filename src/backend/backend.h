@@ -165,8 +165,9 @@ Backend& cpu_bf16();
 // The twin of a CPU backend (cpu() or cpu_int8()) whose linear_forward and gemm are batch-invariant:
 // row n of their result is bit for bit the same whatever else is in the batch (ops/linear.h), so
 // that the server's requests get the same logits alone or batched (serve/engine.h). Slower for
-// long prompts than OpenBLAS. The int8 route's kernel (per weight row, per token) is kept for the
-// dtypes it covers. BadInput for the CPU at bf16, which has no batch-invariant kernels. A GPU
+// long prompts than OpenBLAS. The int8 route's products are batch-invariant as they are (the GEMM
+// and the row kernels give a token the same bits, ops/linear.h) and are kept for the dtypes they
+// cover. BadInput for the CPU at bf16, which has no batch-invariant kernels. A GPU
 // backend is returned as it is: its GEMMs are NOT known to be batch-invariant (cuBLAS may pick
 // another algorithm per shape), and the GPU path has never run on a GPU.
 Backend& batch_invariant(Backend& be);

@@ -113,7 +113,7 @@ class CpuBackend final : public Backend {
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
                       int64_t N) override {
     if (precision_ == Precision::kInt8 && ops::int8_path(w.dtype))
-      ops::linear_forward_int8(y, x, w, bias, N, invariant_);
+      ops::linear_forward_int8(y, x, w, bias, N);  // batch-invariant at every N (ops/linear.h)
     else if (precision_ == Precision::kBf16) ops::linear_forward_bf16(y, x, w, bias, N);
     else if (invariant_) ops::linear_forward_batch_invariant(y, x, w, bias, N);
     else ops::linear_forward(y, x, w, bias, N);
@@ -128,7 +128,7 @@ class CpuBackend final : public Backend {
       if (ops::int8_path(outs[i].w->dtype) && nf < static_cast<int>(fused.size())) fused[static_cast<size_t>(nf++)] = outs[i];
       else linear_forward(outs[i].y, x, *outs[i].w, outs[i].bias, N);
     }
-    ops::linear_forward_int8_group(fused.data(), nf, x, N, invariant_);
+    ops::linear_forward_int8_group(fused.data(), nf, x, N);
   }
   void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
                              bool accumulate) override {

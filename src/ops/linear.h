@@ -33,15 +33,17 @@ void linear_forward(float* y, const float* x, const StoredMatrix& w, const float
 // to int8 once, then dotted with the weight rows in integers, threaded over rows:
 //  - N >= 16 (prompts, scoring), where the CPU has AVX2 and the type one scale per 32: the
 //    register-blocked GEMM (core/int8_gemm.h);
-//  - otherwise, and always when batch_invariant: the row kernels (quant_int8.h), whose every
-//    element is computed as at N = 1, so a token's result does not depend on its batch (the
-//    server's batches). The two differ by fp32 summation order only, in one product; through a
-//    model, such a difference flips the int8 rounding of a few activations of the next layer, and
-//    the flips grow to the size of int8's own error against fp32 (a server at --parallel 4 and
-//    `eval --precision int8` differ by up to ~0.3 in a token's log-probability, SmolLM2).
+//  - otherwise, and at every N with rows_only (benchmarks and tests): the row kernels
+//    (quant_int8.h).
+// Both perform the same operations per element in the same order (quant_int8.h), so every element
+// has the same bits whichever runs and however many tokens the call has: the route is
+// batch-invariant as it is, and the server's batches take the GEMM too. (Any difference, even
+// fp32 summation order, would matter here: through a model it flips the int8 rounding of some
+// activations of the next layer, and the flips grow to int8's own error against fp32, up to ~0.5
+// in a token's log-probability on SmolLM2 before the two kernels were given one order.)
 // Other dtypes take linear_forward (fp32); int8_path() says which.
 void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
-                         bool batch_invariant);
+                         bool rows_only = false);
 // Whether linear_forward_int8 computes a weight of this dtype in int8 (else in fp32).
 bool int8_path(DType t);
 
@@ -56,7 +58,7 @@ struct LinearOut {
 // cols: the same values, in one pass: x quantized once and one threaded loop over the row blocks
 // of all the members. At decode a layer's projections are a few microseconds each, so one
 // fork/join for q, k and v instead of three is measurable (BENCHMARKS.md).
-void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N, bool batch_invariant);
+void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N, bool rows_only = false);
 
 // The same product at `precision: bf16` (ops/cpu/linear_bf16.cpp): x and W rounded to bf16 (round
 // to nearest even; BF16 weights as stored), products exact in fp32, sums in fp32. The kernel:

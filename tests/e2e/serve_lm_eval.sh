@@ -8,9 +8,10 @@
 # (except where the top two are within TOL). TOL 1e-4: both sides are medtune's fp32 forward,
 # medtune eval with the prompt's KV cache shared by the options, the server one pass per option:
 # the sums differ only in order (~1e-6 measured). The server is told `--precision fp32`: its
-# `auto` is int8 on this quantized base. Not compared at int8: there a summation-order difference
-# (the server's batch-invariant row kernels, eval's GEMM) flips some activations' int8 rounding,
-# and the flips grow through the layers to int8's own error against fp32 (docs/decisions/cpu-dispatch.md).
+# `auto` is int8 on this quantized base. Not compared at int8: there the ~1e-6 between eval's
+# options scored on the question's KV cache and the server's one pass flips some activations'
+# int8 rounding, and the flips grow through the layers to int8's own error against fp32
+# (docs/decisions/cpu-dispatch.md, "One order for every int8 kernel").
 # Model: MEDTUNE_SMOLLM2_GGUF (the real model); questions: the first MEDTUNE_SERVE_LM_EVAL_N
 # (default 20) of MEDTUNE_MEDQA_DEV, else the project's own sample questions. lm-eval: the Python
 # named by MEDTUNE_LM_EVAL_PYTHON, else lm-eval 0.4.13 installed into <build>/venv-lm-eval.

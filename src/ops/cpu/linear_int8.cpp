@@ -52,10 +52,11 @@ const int8::PackedTokens& packed_input(const int8::BlockQ8* q, int64_t nb, int64
   return *packed;
 }
 
-// How one call computes: the GEMM for many tokens where the CPU runs it, else the row kernels.
-// batch_invariant keeps the row kernels for any N: their every element is computed as at N = 1.
-bool use_gemm(DType t, int64_t N, bool batch_invariant) {
-  return !batch_invariant && N >= kGemmMinTokens && int8::gemm_supports(t) && int8::gemm_available();
+// How one call computes: the GEMM for many tokens where the CPU runs it, else the row kernels
+// (every N with rows_only). Both give every element the same bits (quant_int8.h), so the choice
+// is speed only.
+bool use_gemm(DType t, int64_t N, bool rows_only) {
+  return !rows_only && N >= kGemmMinTokens && int8::gemm_supports(t) && int8::gemm_available();
 }
 
 int64_t row_blocks(const StoredMatrix& w, bool gemm) {
@@ -79,10 +80,10 @@ void dot_block(const StoredMatrix& w, int64_t b, const int8::BlockQ8* q, const i
 }  // namespace
 
 void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
-                         bool batch_invariant) {
+                         bool rows_only) {
   if (!int8::supports(w.dtype)) return linear_forward(y, x, w, bias, N);
   const int8::BlockQ8* q = quantized_input(x, w.cols, N);
-  const bool gemm = use_gemm(w.dtype, N, batch_invariant);
+  const bool gemm = use_gemm(w.dtype, N, rows_only);
   const int8::PackedTokens* packed = gemm ? &packed_input(q, w.cols / int8::kBlock, N) : nullptr;
   // Threaded over blocks of weight rows: each row is read once and dotted with all N tokens (in
   // tiles of 4 tokens inside the row kernel, of 16 in the GEMM).
@@ -92,7 +93,7 @@ void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const 
   add_bias(y, bias, N, w.rows);
 }
 
-void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N, bool batch_invariant) {
+void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N, bool rows_only) {
   if (n == 0) return;
   const int64_t cols = outs[0].w->cols;
   for (int i = 0; i < n; ++i)
@@ -107,7 +108,7 @@ void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int
   // tokens are packed once if any takes the GEMM.
   bool gemm[kMaxMembers] = {};
   bool any_gemm = false;
-  for (int i = 0; i < n; ++i) any_gemm = (gemm[i] = use_gemm(outs[i].w->dtype, N, batch_invariant)) || any_gemm;
+  for (int i = 0; i < n; ++i) any_gemm = (gemm[i] = use_gemm(outs[i].w->dtype, N, rows_only)) || any_gemm;
   const int8::PackedTokens* packed = any_gemm ? &packed_input(q, cols / int8::kBlock, N) : nullptr;
   int64_t first[kMaxMembers + 1] = {};
   for (int i = 0; i < n; ++i) first[i + 1] = first[i] + row_blocks(*outs[i].w, gemm[i]);

@@ -50,14 +50,15 @@ std::vector<uint8_t> nf4_weights(int64_t rows, int64_t cols, uint64_t seed) {
   return nf4::row_blocks(packed.data(), absmax.data(), rows, cols);
 }
 
-// Every element equals the scalar reference of its kernel: the GEMM's (int8::gemm_scalar) from
-// 16 tokens on where this CPU runs it and the type has one scale per 32, the row kernels'
-// (int8::dot_scalar) otherwise and for every N when batch_invariant.
+// Every element equals the scalar reference (int8::dot_scalar), whichever kernel runs: the GEMM
+// from 16 tokens on (where this CPU runs it and the type has one scale per 32), the row kernels
+// otherwise and for every N with rows_only. So a token's output is the same bits in both
+// modes and at every N.
 TEST(LinearInt8, MatchesScalarReferencePerTokenAndRow) {
   constexpr int64_t kRows = 70;  // not a multiple of the row blocks (16, and 48 for the GEMM)
-  if (!int8::gemm_available()) std::cout << "[ NOTE ] no AVX-512 VNNI here: the GEMM is not executed\n";
+  if (!int8::gemm_available()) std::cout << "[ NOTE ] MEDTUNE_ISA=scalar: the GEMM is not executed\n";
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K, DType::NF4})
-    for (bool invariant : {false, true}) {
+    for (bool rows_only : {false, true}) {
       ASSERT_TRUE(int8_path(t));
       // SmolLM2's hidden size (18 blocks of 32); the k-quants need whole super-blocks of 256.
       const int64_t kCols = t == DType::Q4_K || t == DType::Q6_K ? 768 : 576;
@@ -66,16 +67,15 @@ TEST(LinearInt8, MatchesScalarReferencePerTokenAndRow) {
       const StoredMatrix w{t, kRows, kCols, wb.data()};
       const std::vector<float> bias = random_x(kRows, 6);
       for (int64_t N : {1, 3, 4, 7, 15, 16, 33}) {
-        const bool gemm = !invariant && N >= 16 && int8::gemm_supports(t) && int8::gemm_available();
+        const bool gemm = !rows_only && N >= 16 && int8::gemm_supports(t) && int8::gemm_available();
         const std::vector<float> x = random_x(N * kCols, 7 + static_cast<uint64_t>(N));
         std::vector<float> y(static_cast<size_t>(N * kRows));
-        linear_forward_int8(y.data(), x.data(), w, bias.data(), N, invariant);
+        linear_forward_int8(y.data(), x.data(), w, bias.data(), N, rows_only);
         std::vector<int8::BlockQ8> q(static_cast<size_t>(kCols / 32));
         for (int64_t n = 0; n < N; ++n) {
           int8::quantize_activations(x.data() + n * kCols, kCols, q.data());
           for (int64_t r = 0; r < kRows; ++r) {
-            const float dot = gemm ? int8::gemm_scalar(t, w.row(r), q.data(), kCols / 32)
-                                   : int8::dot_scalar(t, w.row(r), q.data(), kCols / 32);
+            const float dot = int8::dot_scalar(t, w.row(r), q.data(), kCols / 32);
             ASSERT_EQ(y[static_cast<size_t>(n * kRows + r)], dot + bias[static_cast<size_t>(r)])
                 << dtype_name(t) << " N=" << N << " n=" << n << " r=" << r << (gemm ? " (GEMM)" : " (rows)");
           }
@@ -116,19 +116,19 @@ TEST(LinearInt8, GroupEqualsEachMemberAlone) {
   const std::vector<float> bias0 = random_x(rows[0], 30), bias2 = random_x(rows[2], 31);
   const float* biases[3] = {bias0.data(), nullptr, bias2.data()};
   for (int64_t N : {1, 3, 4, 7, 33})
-    for (bool invariant : {false, true}) {
+    for (bool rows_only : {false, true}) {
       const std::vector<float> x = random_x(N * kCols, 40 + static_cast<uint64_t>(N));
       std::vector<std::vector<float>> got(3), want(3);
       LinearOut outs[3];
       for (size_t i = 0; i < 3; ++i) {
         got[i].assign(static_cast<size_t>(N * rows[i]), -1.0f);
         want[i].resize(got[i].size());
-        linear_forward_int8(want[i].data(), x.data(), w[i], biases[i], N, invariant);
+        linear_forward_int8(want[i].data(), x.data(), w[i], biases[i], N, rows_only);
         outs[i] = {got[i].data(), &w[i], biases[i]};
       }
-      linear_forward_int8_group(outs, 3, x.data(), N, invariant);
+      linear_forward_int8_group(outs, 3, x.data(), N, rows_only);
       for (size_t i = 0; i < 3; ++i)
-        EXPECT_EQ(got[i], want[i]) << "member " << i << " N=" << N << " invariant " << invariant;
+        EXPECT_EQ(got[i], want[i]) << "member " << i << " N=" << N << " rows_only " << rows_only;
     }
 }
 
