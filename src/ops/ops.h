@@ -65,6 +65,18 @@ inline void attention_forward(float* out, const float* q, const float* k, const 
   ops::attention_forward(out, q, k, v, key_valid, nullptr, s);
 }
 
+// The same attention (no packing), with each query's output computed by one sequence of
+// operations that depends only on its position, its q and the keys it sees: never on T, past, B
+// or the queries beside it in the call. So a token's attention is bit for bit the same whether
+// its prompt is read in one call, in chunks after a cache, or decoded one token at a time, and
+// right padding after it changes nothing (left padding does: hidden keys before it shift the
+// lanes of its softmax sum). The decode steps' kernel at every T, without BLAS (four queries
+// share each key's loads): faster than attention_forward at head_dim 64, slower at 128
+// (docs/decisions/cpu-dispatch.md). For the int8 route and the server's batch-invariant backend
+// (backend/cpu_backend.cpp), whose results must not depend on how a text was cut into calls.
+void attention_forward_fixed_order(float* out, const float* q, const float* k, const float* v,
+                                   const uint8_t* key_valid, const AttentionShape& s);
+
 // Mean cross-entropy of logits against targets, ignoring targets < 0 (Hugging Face's -100).
 // logits: (N, V)   targets: (N)   returns {sum of losses in double, count of targets}
 struct LossSum {

@@ -6,9 +6,11 @@
 // The scratch is per thread, (T, S) or a packed row's longest example squared; on the CPU it is small next to the KV cache
 // (T = S = 2048 is 16 MiB), so no flash-style tiling is needed here. A packed row's examples are
 // separate blocks, so the scores between examples (all masked) are never computed.
-// Decode path (at most 4 queries per row after a cache, head_dim 64 or 128): the same math with
-// AVX2 loops instead of BLAS, whose small-matrix kernels were slow on these 1 x n products
-// (BENCHMARKS.md: Q8_0 decode at 256-320 cached positions, 1.12x).
+// Per-query path (at most 4 queries per row after a cache, the decode steps; and every query of
+// attention_forward_fixed_order): the same math with AVX2 loops instead of BLAS, each query in
+// one fixed order (four consecutive queries share their key and value loads). BLAS's small-matrix kernels were slow on the decode steps' 1 x n products
+// (BENCHMARKS.md: Q8_0 decode at 256-320 cached positions, 1.12x), and BLAS's order for a query
+// depends on the tile it falls in, which the fixed-order callers cannot have.
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -72,19 +74,31 @@ namespace {
 // Q8_0 int8 decode step's CPU time at 256-320 cached positions.
 constexpr int64_t kDecodeMaxQueries = 4;
 
+// [dot(a0), dot(a1), dot(a2), dot(a3)] of four 8-lane partial sums: the one tree of adds that
+// every key's 8 lanes go through, whichever of the four places it takes (each output depends on
+// its own input's lanes only, so a lone key's zero partners change nothing).
+inline __m128 reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+// One query's score against one key row: the 8-lane chain over c in order, then reduce4, times
+// scale. Every path below computes each (query, key) score exactly so.
+template <int C>
+float one_score(const float* qv, const float* kj, __m128 sc) {
+  __m256 a = _mm256_setzero_ps();
+  for (int c = 0; c < C; ++c) a = _mm256_fmadd_ps(_mm256_loadu_ps(qv + 8 * c), _mm256_loadu_ps(kj + 8 * c), a);
+  const __m256 z = _mm256_setzero_ps();
+  return _mm_cvtss_f32(_mm_mul_ps(reduce4(a, z, z, z), sc));
+}
+
 // The scores of one query against keys [0, n): scores[j] = scale * (q . K_j), HD = 8 * C. Four keys
-// at a time with independent accumulators, so that their rows' loads overlap; each key's dot is
-// the same fixed tree of adds wherever it falls (a lone key's zero partners add exact zeros).
+// at a time with independent accumulators, so that their rows' loads overlap.
 template <int C>
 void decode_scores(float* scores, const float* qv, const float* kb, int64_t kv_stride, int64_t n, float scale) {
   __m256 q[C];
   for (int c = 0; c < C; ++c) q[c] = _mm256_loadu_ps(qv + 8 * c);
   const __m128 sc = _mm_set1_ps(scale);
-  // [dot(a0), dot(a1), dot(a2), dot(a3)] of four 8-lane partial sums.
-  const auto reduce4 = [](__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-    const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  };
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const float* k0 = kb + j * kv_stride;
@@ -93,21 +107,18 @@ void decode_scores(float* scores, const float* qv, const float* kb, int64_t kv_s
       for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(q[c], _mm256_loadu_ps(k0 + r * kv_stride + 8 * c), a[r]);
     _mm_storeu_ps(scores + j, _mm_mul_ps(reduce4(a[0], a[1], a[2], a[3]), sc));
   }
-  for (; j < n; ++j) {
-    __m256 a = _mm256_setzero_ps();
-    for (int c = 0; c < C; ++c) a = _mm256_fmadd_ps(q[c], _mm256_loadu_ps(kb + j * kv_stride + 8 * c), a);
-    const __m256 z = _mm256_setzero_ps();
-    scores[j] = _mm_cvtss_f32(_mm_mul_ps(reduce4(a, z, z, z), sc));
-  }
+  for (; j < n; ++j) scores[j] = one_score<C>(qv, kb + j * kv_stride, sc);
 }
 
-// o (HD = 8 * C) = sum over keys j < n of p[j] * V_j, key by key in order, in registers.
+// o (HD = 8 * C) = sum over keys j < n of p[j] * V_j, key by key in order, in registers. A zero
+// weight (a hidden key, an underflowed one) is multiplied too, without a branch: it adds an exact
+// zero (accumulators start at +0 and a sum is never -0 in round-to-nearest, so acc + (+-0) = acc),
+// given finite values, which every key position up to the query's has (the forward wrote it).
 template <int C>
 void decode_weighted_values(float* o, const float* p, const float* vb, int64_t kv_stride, int64_t n) {
   __m256 acc[C];
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
-    if (p[j] == 0.0f) continue;  // hidden keys (padding) and underflowed weights
     const __m256 pj = _mm256_set1_ps(p[j]);
     const float* vj = vb + j * kv_stride;
     for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[c]);
@@ -115,25 +126,114 @@ void decode_weighted_values(float* o, const float* p, const float* vb, int64_t k
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(o + 8 * c, acc[c]);
 }
 
-// Few queries per row, no packing (decode, or a short chunk after a cache), head_dim 64 or 128
-// (C = 8 or 16): per (row, head) and query, the scores against each cached key, softmax, then the
-// weighted sum of the value rows. No BLAS call.
+// Four consecutive queries of one head go together on long calls: query i (0..3) sees keys
+// [0, n0 + i). A prompt's keys and values do not fit the L2 cache from a few hundred tokens on, so
+// one query at a time reads them again per query from L3; four together read them a quarter as
+// often. The arithmetic stays each query's own, bit for bit that of one query alone.
+constexpr int kGroup = 4;
+
+// decode_scores for the four queries (q rows q_stride apart), sharing each key row's loads: keys
+// [0, n0) two at a time for all four, then each query's own last keys. Every score is one_score's.
 template <int C>
-void attention_forward_decode(float* out, const float* q, const float* k, const float* v,
-                              const uint8_t* key_valid, const AttentionShape& s) {
+void group_scores(float* const scores[kGroup], const float* qv, int64_t q_stride, const float* kb,
+                  int64_t kv_stride, int64_t n0, float scale) {
+  const __m128 sc = _mm_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 2 <= n0; j += 2) {
+    const float* k0 = kb + j * kv_stride;
+    const float* k1 = k0 + kv_stride;
+    __m256 a[kGroup][2];
+    for (auto& ai : a) ai[0] = ai[1] = _mm256_setzero_ps();
+    for (int c = 0; c < C; ++c) {
+      const __m256 x0 = _mm256_loadu_ps(k0 + 8 * c), x1 = _mm256_loadu_ps(k1 + 8 * c);
+      for (int i = 0; i < kGroup; ++i) {
+        const __m256 qc = _mm256_loadu_ps(qv + i * q_stride + 8 * c);
+        a[i][0] = _mm256_fmadd_ps(qc, x0, a[i][0]);
+        a[i][1] = _mm256_fmadd_ps(qc, x1, a[i][1]);
+      }
+    }
+    alignas(16) float t[8];  // (query 0: keys j, j+1), (query 1: ...), ...
+    _mm_store_ps(t, _mm_mul_ps(reduce4(a[0][0], a[0][1], a[1][0], a[1][1]), sc));
+    _mm_store_ps(t + 4, _mm_mul_ps(reduce4(a[2][0], a[2][1], a[3][0], a[3][1]), sc));
+    for (int i = 0; i < kGroup; ++i) {
+      scores[i][j] = t[2 * i];
+      scores[i][j + 1] = t[2 * i + 1];
+    }
+  }
+  for (int i = 0; i < kGroup; ++i)
+    for (int64_t jj = j; jj < n0 + i; ++jj) scores[i][jj] = one_score<C>(qv + i * q_stride, kb + jj * kv_stride, sc);
+}
+
+// decode_weighted_values for the four queries (outputs o_stride apart, weights p[i] over keys
+// [0, n0 + i)), sharing each value row's loads: two 8-float chunks of the row per pass, the keys in
+// order for all four, then each query's own last keys. Each query's accumulator per lane is
+// decode_weighted_values's chain (keys in order, zero weights multiplied too).
+template <int C>
+void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGroup], const float* vb,
+                           int64_t kv_stride, int64_t n0) {
+  static_assert(C % 2 == 0, "value rows go two 8-float chunks per pass");
+  for (int c0 = 0; c0 < C; c0 += 2) {
+    __m256 acc[kGroup][2];
+    for (auto& ai : acc) ai[0] = ai[1] = _mm256_setzero_ps();
+    const auto add = [&](int i, int64_t j, __m256 x0, __m256 x1) {
+      const __m256 wb = _mm256_set1_ps(p[i][j]);
+      acc[i][0] = _mm256_fmadd_ps(wb, x0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(wb, x1, acc[i][1]);
+    };
+    for (int64_t j = 0; j < n0; ++j) {
+      const float* vj = vb + j * kv_stride + 8 * c0;
+      const __m256 x0 = _mm256_loadu_ps(vj), x1 = _mm256_loadu_ps(vj + 8);
+      for (int i = 0; i < kGroup; ++i) add(i, j, x0, x1);
+    }
+    for (int i = 0; i < kGroup; ++i) {
+      for (int64_t j = n0; j < n0 + i; ++j) {
+        const float* vj = vb + j * kv_stride + 8 * c0;
+        add(i, j, _mm256_loadu_ps(vj), _mm256_loadu_ps(vj + 8));
+      }
+      _mm256_storeu_ps(o + i * o_stride + 8 * c0, acc[i][0]);
+      _mm256_storeu_ps(o + i * o_stride + 8 * c0 + 8, acc[i][1]);
+    }
+  }
+}
+
+// Queries per task of the per-query kernel on long calls (a fixed-order prompt): tasks are
+// (row, head, chunk of queries), dealt to the threads one by one so that the causal rows' growing
+// key counts balance out. Which thread computes a query never changes its bits.
+constexpr int64_t kPerQueryChunk = 16;
+
+// The per-query kernel (the decode path, and every call of attention_forward_fixed_order), no
+// packing, head_dim 8 * C: per (row, head) and query, the scores against each key it may see,
+// softmax, then the weighted sum of the value rows, key by key. No BLAS call. A query's
+// operations depend on its position, its q and the keys only: never on T, past, B or the queries
+// beside it in the call (a group of four or alone, the same bits: test_ops FixedOrderAttention).
+template <int C>
+void attention_forward_per_query(float* out, const float* q, const float* k, const float* v,
+                                 const uint8_t* key_valid, const AttentionShape& s) {
   const int64_t group = s.NH / s.NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.HD));
   const int64_t q_stride = s.NH * s.HD, kv_stride = s.NKV * s.HD, n_max = s.past + s.T;
-  const int64_t tasks = s.B * s.NH;
+  const int64_t chunks = (s.T + kPerQueryChunk - 1) / kPerQueryChunk;
+  const int64_t tasks = s.B * s.NH * chunks;
 #pragma omp parallel
   {
-    std::vector<float> scores(static_cast<size_t>(n_max));  // (n) of one query
-#pragma omp for schedule(static)
+    std::vector<float> scores(static_cast<size_t>(kGroup * n_max));  // (kGroup, n): a group's rows
+#pragma omp for schedule(static, 1)
     for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t b = task / s.NH, h = task % s.NH, g = h / group;
+      const int64_t b = task / (s.NH * chunks), h = task / chunks % s.NH, g = h / group;
+      const int64_t t0 = task % chunks * kPerQueryChunk, t1 = std::min(s.T, t0 + kPerQueryChunk);
       const float* kb = k + b * s.Smax * kv_stride + g * s.HD;  // key j at kb + j * kv_stride
       const float* vb = v + b * s.Smax * kv_stride + g * s.HD;
-      for (int64_t t = 0; t < s.T; ++t) {
+      int64_t t = t0;
+      for (; t + kGroup <= t1; t += kGroup) {  // queries t .. t + 3: keys [0, p + 1 + i)
+        const int64_t p = s.past + t, n0 = p + 1;
+        float* rows[kGroup];
+        for (int i = 0; i < kGroup; ++i) rows[i] = scores.data() + i * n_max;
+        group_scores<C>(rows, q + (b * s.T + t) * q_stride + h * s.HD, q_stride, kb, kv_stride, n0, scale);
+        for (int i = 0; i < kGroup; ++i)
+          detail::softmax_visible_row(rows[i], n0 + i, n0 + i, key_valid, b, s.Smax, 0, p + i);
+        group_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows, vb, kv_stride, n0);
+      }
+      for (; t < t1; ++t) {
         const int64_t p = s.past + t, n = p + 1;  // keys 0 .. p
         decode_scores<C>(scores.data(), q + (b * s.T + t) * q_stride + h * s.HD, kb, kv_stride, n, scale);
         detail::softmax_visible_row(scores.data(), n, n, key_valid, b, s.Smax, 0, p);
@@ -143,15 +243,27 @@ void attention_forward_decode(float* out, const float* q, const float* k, const 
   }
 }
 
+// The per-query kernel for this head_dim; false where it has none (head_dim not a multiple of 8
+// or above 256).
+bool per_query(float* out, const float* q, const float* k, const float* v, const uint8_t* key_valid,
+               const AttentionShape& s) {
+  switch (s.HD) {
+    case 32: attention_forward_per_query<4>(out, q, k, v, key_valid, s); return true;
+    case 64: attention_forward_per_query<8>(out, q, k, v, key_valid, s); return true;
+    case 80: attention_forward_per_query<10>(out, q, k, v, key_valid, s); return true;
+    case 96: attention_forward_per_query<12>(out, q, k, v, key_valid, s); return true;
+    case 128: attention_forward_per_query<16>(out, q, k, v, key_valid, s); return true;
+    case 256: attention_forward_per_query<32>(out, q, k, v, key_valid, s); return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 void attention_forward(float* out, const float* q, const float* k, const float* v,
                        const uint8_t* key_valid, const int64_t* seg_start, const AttentionShape& s) {
   detail::check_segments(seg_start, s, "attention_forward");
-  if (seg_start == nullptr && s.T <= kDecodeMaxQueries && s.HD == 64)
-    return attention_forward_decode<8>(out, q, k, v, key_valid, s);
-  if (seg_start == nullptr && s.T <= kDecodeMaxQueries && s.HD == 128)
-    return attention_forward_decode<16>(out, q, k, v, key_valid, s);
+  if (seg_start == nullptr && s.T <= kDecodeMaxQueries && per_query(out, q, k, v, key_valid, s)) return;
   const int64_t group = s.NH / s.NKV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.HD));
   const int64_t q_stride = s.NH * s.HD, kv_stride = s.NKV * s.HD;
@@ -195,6 +307,12 @@ void attention_forward(float* out, const float* q, const float* k, const float* 
       }
     }
   }
+}
+
+void attention_forward_fixed_order(float* out, const float* q, const float* k, const float* v,
+                                   const uint8_t* key_valid, const AttentionShape& s) {
+  // ref's double loop is per query too, for a head_dim without a kernel.
+  if (!per_query(out, q, k, v, key_valid, s)) ref::attention_forward(out, q, k, v, key_valid, nullptr, s);
 }
 
 }  // namespace medtune::ops

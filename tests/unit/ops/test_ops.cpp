@@ -7,6 +7,8 @@
 //    error ~ sqrt(K) * 2^-24 in practice; for K <= 4096 that is ~4e-6, NMSE ~ 2e-11.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/half.h"
 #include "ops/linear.h"
 #include "ops/ops.h"
@@ -110,6 +112,76 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                            AttnCase{2, 1, 6, 4, 2, 128, true},
                                            AttnCase{1, 2, 0, 2, 1, 64, false},
                                            AttnCase{1, 5, 3, 2, 1, 64, false}));  // 5 queries: tiles again
+
+// The fixed-order attention (the int8 route's and the server's) against the reference: the same
+// NMSE bound; head_dim 12 has no kernel and takes the reference's own per-query loop.
+class FixedOrderAttentionTest : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(FixedOrderAttentionTest, MatchesReference) {
+  const auto p = GetParam();
+  const int64_t Smax = p.past + p.T + 3;
+  ops::AttentionShape s{p.B, p.T, p.past, Smax, p.NH, p.NKV, p.HD};
+  auto q = random_vector(static_cast<size_t>(p.B * p.T * p.NH * p.HD), 8, -2, 2);
+  auto k = random_vector(static_cast<size_t>(p.B * Smax * p.NKV * p.HD), 9, -2, 2);
+  auto v = random_vector(k.size(), 10);
+  std::vector<uint8_t> valid(static_cast<size_t>(p.B * Smax), 1);
+  if (p.padding)
+    for (int64_t j = p.past + p.T - 2; j < p.past + p.T; ++j) valid[static_cast<size_t>((p.B - 1) * Smax + j)] = 0;
+  Guarded out(q.size()), out_ref(q.size());
+  ops::attention_forward_fixed_order(out.data(), q.data(), k.data(), v.data(), valid.data(), s);
+  ops::ref::attention_forward(out_ref.data(), q.data(), k.data(), v.data(), valid.data(), s);
+  EXPECT_TRUE(out.intact());
+  EXPECT_LE(nmse(out.data(), out_ref.data(), out.size()), kReductionNmse);
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, FixedOrderAttentionTest,
+                         ::testing::Values(AttnCase{1, 150, 0, 9, 3, 64, false},  // a prompt, 10 chunks of 16
+                                           AttnCase{2, 37, 20, 4, 2, 128, true},  // after a cache, padding
+                                           AttnCase{1, 17, 3, 2, 1, 80, false},
+                                           AttnCase{2, 9, 2, 4, 2, 12, true}));   // no kernel: the reference
+
+// What the fixed order is for: one query's bits whatever call computes it. A text of S tokens
+// against one cache, read (a) in one call, (b) in chunks of 128 as the server reads prompts, (c) a
+// first part then one token at a time (decode), and (d) as row 1 of a two-row call, right-padded
+// beside a longer row (eval's batches). Every output element equal, not close.
+TEST(FixedOrderAttention, AQueryHasTheSameBitsInEveryCallShape) {
+  for (const int64_t HD : {64, 128}) {
+    const int64_t S = 150, NH = 9, NKV = 3, QD = NH * HD, KVD = NKV * HD, Smax = 170;
+    auto q = random_vector(static_cast<size_t>(S * QD), 21, -2, 2);
+    auto k = random_vector(static_cast<size_t>(Smax * KVD), 22, -2, 2);
+    auto v = random_vector(k.size(), 23);
+    const auto call = [&](float* out, const float* qs, int64_t past, int64_t T) {
+      ops::attention_forward_fixed_order(out, qs, k.data(), v.data(), nullptr, {1, T, past, Smax, NH, NKV, HD});
+    };
+    std::vector<float> whole(q.size()), chunked(q.size()), decoded(q.size());
+    call(whole.data(), q.data(), 0, S);
+    for (int64_t t0 = 0; t0 < S; t0 += 128) {
+      const int64_t T = std::min<int64_t>(128, S - t0);
+      call(chunked.data() + t0 * QD, q.data() + t0 * QD, t0, T);
+    }
+    call(decoded.data(), q.data(), 0, 100);
+    for (int64_t t = 100; t < S; ++t) call(decoded.data() + t * QD, q.data() + t * QD, t, 1);
+    // (d): row 0 a longer text (T = 160 queries), row 1 this one, then padding.
+    const int64_t T2 = 160;
+    std::vector<float> q2(static_cast<size_t>(2 * T2 * QD), 0.5f), k2(static_cast<size_t>(2 * Smax * KVD), 0.25f);
+    std::vector<float> v2(k2.size(), 1.0f), batched(q2.size());
+    std::copy(q.begin(), q.end(), q2.begin() + T2 * QD);
+    std::copy(k.begin(), k.end(), k2.begin() + Smax * KVD);
+    std::copy(v.begin(), v.end(), v2.begin() + Smax * KVD);
+    std::vector<uint8_t> valid(static_cast<size_t>(2 * Smax), 1);
+    for (int64_t j = S; j < Smax; ++j) valid[static_cast<size_t>(Smax + j)] = 0;
+    ops::attention_forward_fixed_order(batched.data(), q2.data(), k2.data(), v2.data(), valid.data(),
+                                       {2, T2, 0, Smax, NH, NKV, HD});
+    int64_t differ[3] = {};
+    for (size_t i = 0; i < whole.size(); ++i) {
+      differ[0] += chunked[i] != whole[i];
+      differ[1] += decoded[i] != whole[i];
+      differ[2] += batched[static_cast<size_t>(T2 * QD) + i] != whole[i];
+    }
+    EXPECT_EQ(differ[0], 0) << "HD " << HD << ": read in chunks of 128";
+    EXPECT_EQ(differ[1], 0) << "HD " << HD << ": decoded one token at a time";
+    EXPECT_EQ(differ[2], 0) << "HD " << HD << ": right-padded row of a batch";
+  }
+}
 
 TEST(Attention, FirstTokenAttendsOnlyToItself) {
   // T = 2, one head: token 0's output must be exactly v[0] (softmax over one key).

@@ -1,0 +1,83 @@
+// Attention on the CPU for one prompt: ops::attention_forward (OpenBLAS in query tiles, what fp32
+// eval and training run) against ops::attention_forward_fixed_order (the per-query kernel that the
+// int8 route and the server's batch-invariant backend run, ops.h), alternating in every repeat so
+// that load from other processes hits both alike; medians. Also checks the two agree (NMSE).
+//
+// Usage: bench_attention [--tokens 256,1024] [--heads 9] [--kv-heads 3] [--head-dim 64]
+//                        [--repeats 7] [--threads 2]
+// Defaults: SmolLM2-135M's attention (9 query heads, 3 key/value heads, head_dim 64).
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_timing.h"
+#include "ops/ops.h"
+
+namespace {
+
+std::vector<int64_t> parse_list(const char* s) {
+  std::vector<int64_t> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace medtune;
+  std::vector<int64_t> tokens = {256, 1024};
+  int64_t NH = 9, NKV = 3, HD = 64, repeats = 7, threads = 2;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--tokens") tokens = parse_list(argv[i + 1]);
+    else if (a == "--heads") NH = std::atoll(argv[i + 1]);
+    else if (a == "--kv-heads") NKV = std::atoll(argv[i + 1]);
+    else if (a == "--head-dim") HD = std::atoll(argv[i + 1]);
+    else if (a == "--repeats") repeats = std::atoll(argv[i + 1]);
+    else if (a == "--threads") threads = std::atoll(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "bench_attention: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  omp_set_num_threads(static_cast<int>(threads));
+  std::printf("heads %lld/%lld, head_dim %lld, %lld threads, median of %lld (ms per layer's attention)\n",
+              static_cast<long long>(NH), static_cast<long long>(NKV), static_cast<long long>(HD),
+              static_cast<long long>(threads), static_cast<long long>(repeats));
+  std::printf("%8s %12s %12s %8s %10s\n", "tokens", "blas", "fixed-order", "ratio", "nmse");
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> U(-2.0f, 2.0f);
+  for (const int64_t T : tokens) {
+    // q, out (T, NH, HD); k, v (T, NKV, HD): one row, no history.
+    std::vector<float> q(static_cast<size_t>(T * NH * HD)), k(static_cast<size_t>(T * NKV * HD)), v(k.size());
+    for (auto* x : {&q, &k, &v})
+      for (float& e : *x) e = U(rng);
+    std::vector<float> blas(q.size()), fixed(q.size());
+    const ops::AttentionShape s{1, T, 0, T, NH, NKV, HD};
+    std::vector<double> t_blas, t_fixed;
+    for (int64_t r = 0; r < repeats; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      ops::attention_forward(blas.data(), q.data(), k.data(), v.data(), nullptr, s);
+      t_blas.push_back(bench::seconds_since(t0));
+      t0 = std::chrono::steady_clock::now();
+      ops::attention_forward_fixed_order(fixed.data(), q.data(), k.data(), v.data(), nullptr, s);
+      t_fixed.push_back(bench::seconds_since(t0));
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < q.size(); ++i) {
+      const double d = static_cast<double>(fixed[i]) - static_cast<double>(blas[i]);
+      num += d * d;
+      den += static_cast<double>(blas[i]) * static_cast<double>(blas[i]);
+    }
+    const double mb = bench::median(t_blas) * 1e3, mf = bench::median(t_fixed) * 1e3;
+    std::printf("%8lld %12.3f %12.3f %7.2fx %10.2e\n", static_cast<long long>(T), mb, mf, mf / mb, num / den);
+  }
+  return 0;
+}
