@@ -38,7 +38,8 @@ int blas_int(int64_t v, const char* what) {
 class CpuBackend final : public Backend {
  public:
   // batch_invariant: linear_forward and gemm give each row of their result bit for bit the same
-  // whatever the number of rows (ops::linear_forward_batch_invariant), for the server's batches.
+  // whatever the number of rows (ops::linear_forward_batch_invariant), and attention each query
+  // (fixed_order_attention), for the server's batches.
   explicit CpuBackend(Precision p, bool batch_invariant = false) : precision_(p), invariant_(batch_invariant) {}
   Device device() const override { return {}; }
   Precision precision() const override { return precision_; }
@@ -52,9 +53,9 @@ class CpuBackend final : public Backend {
     if (precision_ == Precision::kBf16) kernels = ops::bf16_kernel_name(ops::bf16_kernel());
     if (precision_ == Precision::kInt8)
       kernels = std::string(isa_name(int8::kernel_isa())) + " int8 kernels" +
-                (!invariant_ && int8::gemm_available()
-                     ? std::string(" + ") + isa_name(int8::gemm_isa()) + " GEMM from 16 tokens"
-                     : "");
+                (int8::gemm_available() ? std::string(" + ") + isa_name(int8::gemm_isa()) + " GEMM from 16 tokens"
+                                        : "") +
+                " + fixed-order attention";
     return std::string("cpu (") + precision_name(precision_) + ", " + kernels + ", " + std::to_string(threads) +
            " threads)";
   }
@@ -108,7 +109,9 @@ class CpuBackend final : public Backend {
   void attention_forward(float* out, float* /*lse: the CPU backward recomputes it*/, const float* q,
                          const float* k, const float* v, const uint8_t* key_valid,
                          const int64_t* seg_start, const ops::AttentionShape& s) override {
-    ops::attention_forward(out, q, k, v, key_valid, seg_start, s);
+    if (!fixed_order_attention()) return ops::attention_forward(out, q, k, v, key_valid, seg_start, s);
+    if (seg_start != nullptr) throw Internal("cpu attention_forward: packed rows on a fixed-order backend");
+    ops::attention_forward_fixed_order(out, q, k, v, key_valid, s);
   }
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
                       int64_t N) override {
@@ -194,6 +197,15 @@ class CpuBackend final : public Backend {
  private:
   Precision precision_;
   bool invariant_;
+
+  // Attention whose every query has one order whatever the call's shape (ops.h): on the
+  // batch-invariant backend, where a token must not depend on the batch or on where its prompt
+  // was cut, and at int8, so that `eval --precision int8` (a question's rows in one call) and an
+  // int8 server (the same text in chunks of 128 after a cache) give the same bits. At int8 the
+  // linear layers are already per-token invariant (ops/linear.h), and int8's rounding amplifies
+  // any other difference (docs/decisions/cpu-dispatch.md). Neither ever packs (training is fp32 or
+  // bf16).
+  bool fixed_order_attention() const { return invariant_ || precision_ == Precision::kInt8; }
 };
 
 }  // namespace

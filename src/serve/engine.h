@@ -18,7 +18,8 @@
 // --parallel is above 1): its rows go through per-row-invariant products, its attention runs over
 // its own slot with the shape it has alone, and its prompt is cut into chunks at fixed offsets
 // (multiples of kPrefillChunk) whatever the load, so that the attention's shapes are those of a
-// run alone too.
+// run alone too (on the CPU its attention is fixed-order per query besides, ops.h, so the cut no
+// longer matters there; it does for backends whose attention is not known to be invariant).
 // Greedy output is then identical alone or batched. A job never sees another's adapter: its rows
 // lie in its adapter's segment only.
 #pragma once
