@@ -8,9 +8,10 @@
 // separate blocks, so the scores between examples (all masked) are never computed.
 // Per-query path (at most 4 queries per row after a cache, the decode steps; and every query of
 // attention_forward_fixed_order): the same math with AVX2 loops instead of BLAS, each query in
-// one fixed order (four consecutive queries share their key and value loads). BLAS's small-matrix kernels were slow on the decode steps' 1 x n products
-// (BENCHMARKS.md: Q8_0 decode at 256-320 cached positions, 1.12x), and BLAS's order for a query
-// depends on the tile it falls in, which the fixed-order callers cannot have.
+// one fixed order (four consecutive queries share their key and value loads). BLAS's
+// small-matrix kernels were slow on the decode steps' 1 x n products (BENCHMARKS.md: Q8_0 decode
+// at 256-320 cached positions, 1.12x), and BLAS's order for a query depends on the tile it falls
+// in, which the fixed-order callers cannot have.
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -111,9 +112,10 @@ void decode_scores(float* scores, const float* qv, const float* kb, int64_t kv_s
 }
 
 // o (HD = 8 * C) = sum over keys j < n of p[j] * V_j, key by key in order, in registers. A zero
-// weight (a hidden key, an underflowed one) is multiplied too, without a branch: it adds an exact
-// zero (accumulators start at +0 and a sum is never -0 in round-to-nearest, so acc + (+-0) = acc),
-// given finite values, which every key position up to the query's has (the forward wrote it).
+// weight (a hidden key, an underflowed one) is multiplied too, in every path, without a branch
+// (an unpredictable one cost more than the FMAs it saved): it adds a zero, which leaves the sum
+// as it was up to the sign of a zero sum, given finite values, which every key position up to
+// the query's has (the forward wrote it).
 template <int C>
 void decode_weighted_values(float* o, const float* p, const float* vb, int64_t kv_stride, int64_t n) {
   __m256 acc[C];
