@@ -83,7 +83,9 @@ json simd_levels() {
       {"int8 prompts and scoring (16+ tokens), Q8_0 Q4_0 Q4_1 Q4_K NF4 weights",
        !int8::gemm_available()                 ? "the int8 dot products above (the GEMM needs AVX2)"
        : int8::gemm_isa() == Isa::kAvx512Vnni ? "avx512vnni GEMM (16 tokens x 8 rows per tile)"
-                                               : "avx2 GEMM (16 tokens x 3 rows per tile)"},
+       : int8::gemm_isa() == Isa::kAvxVnni
+           ? "avxvnni GEMM (16 tokens x 3 rows per tile; never yet run on such a CPU)"
+           : "avx2 GEMM (16 tokens x 3 rows per tile)"},
       {"int8 F16 BF16 F32 weights", "fp32 path (no int8 kernel)"},
       {"bf16 all weights", ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn
                                ? ops::onednn::kernel_name() + " (native bf16 dot products)"

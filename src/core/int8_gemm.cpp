@@ -40,7 +40,7 @@ bool gemm_available() {
 }
 
 Isa gemm_isa() {
-  static const Isa isa = active_isa() == Isa::kAvx512Vnni ? Isa::kAvx512Vnni : Isa::kAvx2;
+  static const Isa isa = active_isa() >= Isa::kAvxVnni ? active_isa() : Isa::kAvx2;
   return isa;
 }
 
@@ -82,14 +82,14 @@ void pack_tokens(const BlockQ8* x, int64_t nb, int64_t ntok, PackedTokens* out) 
   for (int64_t p = 0; p < out->panels; ++p) pack_panel(x, p, out);
 }
 
-void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
-                    const PackedTokens& x, float* y, int64_t y_stride) {
+namespace {
+
+enum class Kernel { kAvx2, kAvxVnni, kAvxVnniEmulated, kAvx512Vnni };
+
+void run_kernel(Kernel k, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
+                const PackedTokens& x, float* y, int64_t y_stride) {
   if (!gemm_supports(t))
     throw Internal("int8 gemm: no GEMM kernel for " + std::string(dtype_name(t)));
-  if (isa != Isa::kAvx2 && isa != Isa::kAvx512Vnni)
-    throw Internal(std::string("int8 gemm: no GEMM kernel for the ") + isa_name(isa) + " path");
-  if (!cpu_supports(isa))
-    throw Internal(std::string("int8 gemm: this CPU cannot run the ") + isa_name(isa) + " kernel");
   const int64_t nb = x.nb;
   if ((t == DType::Q4_K && nb % 8 != 0) || (t == DType::NF4 && nb % 2 != 0))
     throw Internal("int8 gemm: " + std::string(dtype_name(t)) + " rows of " + std::to_string(nb) +
@@ -104,19 +104,46 @@ void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64
   const bool min = has_min(t);
   const int8_detail::DecodedRows rows{nrows, nb, s.w.data(), s.d.data(),
                                       min ? s.m.data() : nullptr};
-  if (isa == Isa::kAvx512Vnni) {
+  if (k == Kernel::kAvx512Vnni) {
     int8_detail::decode_rows_avx512vnni(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(),
                                         s.m.data());
     int8_detail::gemm_avx512vnni(rows, x, y, y_stride);
-  } else {
-    int8_detail::decode_rows_avx2(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(), s.m.data());
-    int8_detail::gemm_avx2(t, rows, x, y, y_stride);
+    return;
   }
+  int8_detail::decode_rows_avx2(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(), s.m.data());
+  if (k == Kernel::kAvxVnni)
+    int8_detail::gemm_avxvnni(t, rows, x, y, y_stride);
+  else if (k == Kernel::kAvxVnniEmulated)
+    int8_detail::gemm_avxvnni_emulated(t, rows, x, y, y_stride);
+  else
+    int8_detail::gemm_avx2(t, rows, x, y, y_stride);
+}
+
+}  // namespace
+
+void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
+                    const PackedTokens& x, float* y, int64_t y_stride) {
+  if (isa == Isa::kScalar)
+    throw Internal(std::string("int8 gemm: no GEMM kernel for the ") + isa_name(isa) + " path");
+  if (!cpu_supports(isa))
+    throw Internal(std::string("int8 gemm: this CPU cannot run the ") + isa_name(isa) + " kernel");
+  const Kernel k = isa == Isa::kAvx512Vnni ? Kernel::kAvx512Vnni
+                   : isa == Isa::kAvxVnni  ? Kernel::kAvxVnni
+                                           : Kernel::kAvx2;
+  run_kernel(k, t, w, row_bytes, nrows, x, y, y_stride);
+}
+
+void gemm_rows_avxvnni_emulated(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
+                                const PackedTokens& x, float* y, int64_t y_stride) {
+  if (!cpu_supports(Isa::kAvx2))
+    throw Internal("int8 gemm: the emulated AVX-VNNI kernel needs AVX2");
+  run_kernel(Kernel::kAvxVnniEmulated, t, w, row_bytes, nrows, x, y, y_stride);
 }
 
 void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const PackedTokens& x,
                float* y, int64_t y_stride) {
-  if (!gemm_available()) throw Internal("int8 gemm: the scalar path (MEDTUNE_ISA) has no GEMM kernel");
+  if (!gemm_available())
+    throw Internal("int8 gemm: the scalar path (MEDTUNE_ISA) has no GEMM kernel");
   gemm_rows_with(gemm_isa(), t, w, row_bytes, nrows, x, y, y_stride);
 }
 

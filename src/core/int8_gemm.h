@@ -1,17 +1,18 @@
 // The int8 route's GEMM: many tokens (prompts, scoring) against rows of quantized weights,
 // register-blocked over rows and tokens, where the row kernels of quant_int8.h dot one row with 4
 // tokens at a time. llama.cpp's quantized prompt speed comes from such a kernel; medtune's row
-// kernels were no faster than its fp32 path for prompts (BENCHMARKS.md). Two kernels: AVX-512
-// VNNI (int8_gemm_avx512vnni.cpp) and AVX2 (int8_gemm_avx2.cpp, also taken on AVX-VNNI CPUs).
+// kernels were no faster than its fp32 path for prompts (BENCHMARKS.md). Three kernels: AVX-512
+// VNNI (int8_gemm_avx512vnni.cpp), and on 256-bit registers one body (int8_gemm_avx2_body.h) on
+// AVX2's instructions (int8_gemm_avx2.cpp) or on AVX-VNNI's (int8_gemm_avxvnni.cpp, never run).
 //
 // Layout (why it differs from the row kernels'): one 512-bit vpdpbusd multiplies 16 tokens' 4
 // activation bytes (one zmm, built once per call by pack_tokens) with 4 bytes of one weight row
 // broadcast from memory, so the weights need no transposed copy: each row group is only decoded
 // to bytes (Q8_0: copied) once per call. vpdpbusd takes one unsigned operand: the weights, offset
 // to w + 128 (1..255 for every type here); the offset's contribution, 128 * sum(q), is removed
-// exactly in int32 by starting each token's sum at -128 * sum(q), computed once per call. The AVX2
-// kernel reads the same packed tokens, 8 at a time (a ymm), and decodes the weights in the forms
-// its vpmaddubsw needs to stay exact (its file says how).
+// exactly in int32 by starting each token's sum at -128 * sum(q), computed once per call. The
+// 256-bit kernels read the same packed tokens, 8 at a time (a ymm), and decode the weights in the
+// forms AVX2's vpmaddubsw needs to stay exact (int8_gemm_avx2.cpp says how).
 //
 // Numerics: quant_int8.h's, per (row, token), over activation blocks b in order (its scalar
 // reference, int8::dot_scalar, performs them one at a time; tests compare the bits of each kernel):
@@ -42,7 +43,7 @@ constexpr int64_t kGemmTokens = 16;  // tokens per zmm: one token panel
 bool gemm_supports(DType t);
 // Whether a GEMM kernel runs here: the CPU has AVX2 (the baseline) and MEDTUNE_ISA allows it.
 bool gemm_available();
-// The kernel gemm_rows takes: AVX-512 VNNI where active_isa() is, else AVX2 (AVX-VNNI CPUs too).
+// The kernel gemm_rows takes: active_isa()'s (AVX-512 VNNI, AVX-VNNI or AVX2).
 Isa gemm_isa();
 
 // ntok tokens' quantized activations (nb blocks each) in the GEMM's order. Per token panel p (16
@@ -66,9 +67,13 @@ void pack_panel(const BlockQ8* x, int64_t p, PackedTokens* out);
 // packed token: y[k * y_stride + r]. Runs on the calling thread. gemm_available() must hold.
 void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const PackedTokens& x,
                float* y, int64_t y_stride);
-// The same with a given kernel (Isa::kAvx2 or kAvx512Vnni), for tests and benchmarks; Internal if
-// this CPU cannot run it.
+// The same with a given kernel (Isa::kAvx2, kAvxVnni or kAvx512Vnni), for tests and benchmarks;
+// Internal if this CPU cannot run it.
 void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
                     const PackedTokens& x, float* y, int64_t y_stride);
+// Test only: the AVX-VNNI kernel's operations with its one VNNI instruction done by AVX2 ones
+// (int8_gemm_avxvnni.cpp), on any CPU with AVX2.
+void gemm_rows_avxvnni_emulated(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
+                                const PackedTokens& x, float* y, int64_t y_stride);
 
 }  // namespace medtune::int8

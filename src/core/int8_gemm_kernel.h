@@ -12,7 +12,8 @@ namespace medtune::int8_detail {
 struct DecodedRows {
   int64_t nrows = 0, nb = 0;
   // (nb, nrows, 32), the integers w_e of quant_int8.h in the kernel's form: AVX-512 VNNI w_e + 128;
-  // AVX2 the nibble (Q4_0, Q4_1, Q4_K; Q4_0's w_e = nibble - 8) or w_e itself (Q8_0, NF4).
+  // AVX2 and AVX-VNNI the nibble (Q4_0, Q4_1, Q4_K; Q4_0's w_e = nibble - 8) or w_e itself (Q8_0,
+  // NF4).
   const uint8_t* w = nullptr;
   const float* d = nullptr;    // (nb, nrows): d_w
   const float* m = nullptr;    // (nb, nrows): m_w, or null for types without a min
@@ -32,5 +33,13 @@ void decode_rows_avx2(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrow
                       uint8_t* wout, float* d, float* m);
 void gemm_avx2(DType t, const DecodedRows& rows, const int8::PackedTokens& x, float* y,
                int64_t y_stride);
+// The same body on AVX-VNNI's vpdpbusd (int8_gemm_avxvnni.cpp), rows decoded by decode_rows_avx2.
+void gemm_avxvnni(DType t, const DecodedRows& rows, const int8::PackedTokens& x, float* y,
+                  int64_t y_stride);
+// Test only: gemm_avxvnni's operations with each vpdpbusd done by AVX2 instructions that give the
+// same lanes (int8_gemm_avx2.cpp), so that CPUs without AVX-VNNI test all of that kernel but the
+// instruction.
+void gemm_avxvnni_emulated(DType t, const DecodedRows& rows, const int8::PackedTokens& x, float* y,
+                           int64_t y_stride);
 
 }  // namespace medtune::int8_detail

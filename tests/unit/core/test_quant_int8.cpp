@@ -400,6 +400,26 @@ const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, 
 
 class Int8Gemm : public ::testing::TestWithParam<DType> {};
 
+// Every GEMM kernel: the three a CPU may take, and the AVX-VNNI one with its instruction emulated
+// by AVX2 (int8_gemm.h), which stands in for it on CPUs without AVX-VNNI.
+struct GemmKernel {
+  std::string name;
+  bool runs_here;
+  void (*run)(Isa, DType, const uint8_t*, int64_t, int64_t, const int8::PackedTokens&, float*, int64_t);
+  Isa isa;
+};
+
+std::vector<GemmKernel> gemm_kernels() {
+  std::vector<GemmKernel> out;
+  for (const Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni})
+    out.push_back({std::string(isa_name(isa)) + " gemm", cpu_supports(isa), int8::gemm_rows_with, isa});
+  out.push_back({"avxvnni gemm with vpdpbusd emulated", cpu_supports(Isa::kAvx2),
+                 [](Isa, DType t, const uint8_t* w, int64_t rb, int64_t nrows, const int8::PackedTokens& x,
+                    float* y, int64_t stride) { int8::gemm_rows_avxvnni_emulated(t, w, rb, nrows, x, y, stride); },
+                 Isa::kAvx2});
+  return out;
+}
+
 // Every element of each GEMM kernel this CPU can run has dot_scalar's bits, for row counts that
 // leave remainders after the kernels' row tiles (AVX-512: 8, or 6 with mins; AVX2: 3) and token
 // counts around their token tiles (16; AVX2 also 8 for a panel's last 8 or fewer), and nothing is
@@ -410,9 +430,9 @@ TEST_P(Int8Gemm, EveryKernelMatchesScalarReferenceBitForBit) {
   const std::vector<uint8_t> w = weight_rows(t, kRows, 41);
   const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
   std::string untested;
-  for (const Isa isa : {Isa::kAvx2, Isa::kAvx512Vnni}) {
-    if (!cpu_supports(isa)) {
-      untested += std::string(untested.empty() ? "" : ", ") + isa_name(isa) + " gemm";
+  for (const GemmKernel& kernel : gemm_kernels()) {
+    if (!kernel.runs_here) {
+      untested += (untested.empty() ? "" : ", ") + kernel.name;
       continue;
     }
     for (const int ntok : {1, 7, 8, 9, 15, 16, 17, 40}) {
@@ -421,16 +441,16 @@ TEST_P(Int8Gemm, EveryKernelMatchesScalarReferenceBitForBit) {
       int8::pack_tokens(q.data(), nb, ntok, &packed);
       for (const int nrows : {1, 3, 4, 5, 6, 8, 13, 19}) {
         std::vector<float> y(static_cast<size_t>(ntok * kStride), -1.0f);
-        int8::gemm_rows_with(isa, t, w.data(), rb, nrows, packed, y.data(), kStride);
+        kernel.run(kernel.isa, t, w.data(), rb, nrows, packed, y.data(), kStride);
         for (int k = 0; k < ntok; ++k)
           for (int r = 0; r < kStride; ++r) {
             const float got = y[static_cast<size_t>(k * kStride + r)];
             if (r >= nrows) {
-              ASSERT_EQ(got, -1.0f) << isa_name(isa) << ": row " << r << " written past nrows " << nrows;
+              ASSERT_EQ(got, -1.0f) << kernel.name << ": row " << r << " written past nrows " << nrows;
               continue;
             }
             ASSERT_EQ(bits(got), bits(int8::dot_scalar(t, w.data() + r * rb, q.data() + k * nb, nb)))
-                << isa_name(isa) << " " << dtype_name(t) << " row " << r << " of " << nrows << ", token " << k
+                << kernel.name << " " << dtype_name(t) << " row " << r << " of " << nrows << ", token " << k
                 << " of " << ntok;
           }
       }
@@ -462,15 +482,15 @@ TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
   ASSERT_EQ(std::abs(static_cast<int>(q[0].q[0])), 127);
   int8::PackedTokens packed;
   int8::pack_tokens(q.data(), nb, kTok, &packed);
-  for (const Isa isa : {Isa::kAvx2, Isa::kAvx512Vnni}) {
-    if (!cpu_supports(isa)) continue;  // named by EveryKernelMatchesScalarReferenceBitForBit
+  for (const GemmKernel& kernel : gemm_kernels()) {
+    if (!kernel.runs_here) continue;  // named by EveryKernelMatchesScalarReferenceBitForBit
     std::vector<float> y(kTok * kRows);
-    int8::gemm_rows_with(isa, t, w.data(), rb, kRows, packed, y.data(), kRows);
+    kernel.run(kernel.isa, t, w.data(), rb, kRows, packed, y.data(), kRows);
     for (int k = 0; k < kTok; ++k)
       for (int r = 0; r < kRows; ++r)
         ASSERT_EQ(bits(y[static_cast<size_t>(k * kRows + r)]),
                   bits(int8::dot_scalar(t, w.data() + r * rb, q.data() + k * nb, nb)))
-            << isa_name(isa) << " " << dtype_name(t) << " row " << r << ", token " << k;
+            << kernel.name << " " << dtype_name(t) << " row " << r << ", token " << k;
   }
 }
 
@@ -487,7 +507,7 @@ TEST_P(Int8Gemm, DispatchTakesTheActiveKernel) {
   int8::gemm_rows(t, w.data(), rb, 9, packed, a.data(), 9);
   int8::gemm_rows_with(int8::gemm_isa(), t, w.data(), rb, 9, packed, b.data(), 9);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(bits(a[i]), bits(b[i])) << "element " << i;
-  EXPECT_EQ(int8::gemm_isa(), active_isa() == Isa::kAvx512Vnni ? Isa::kAvx512Vnni : Isa::kAvx2);
+  EXPECT_EQ(int8::gemm_isa(), active_isa());  // every ISA from AVX2 up has its own GEMM kernel
 }
 
 // The GEMM and the row kernels perform the same operations (quant_int8.h), so a token's result
@@ -503,16 +523,16 @@ TEST_P(Int8Gemm, GemmAndRowKernelsGiveTheSameBits) {
     const std::vector<BlockQ8> q = quantize(activations(ntok * kN, 52 + ntok));
     int8::PackedTokens packed;
     int8::pack_tokens(q.data(), nb, ntok, &packed);
-    for (const Isa gemm_isa : {Isa::kAvx2, Isa::kAvx512Vnni}) {
-      if (!cpu_supports(gemm_isa)) continue;  // named by EveryKernelMatchesScalarReferenceBitForBit
+    for (const GemmKernel& kernel : gemm_kernels()) {
+      if (!kernel.runs_here) continue;  // named by EveryKernelMatchesScalarReferenceBitForBit
       std::vector<float> g(static_cast<size_t>(ntok * kRows));
-      int8::gemm_rows_with(gemm_isa, t, w.data(), rb, kRows, packed, g.data(), kRows);
+      kernel.run(kernel.isa, t, w.data(), rb, kRows, packed, g.data(), kRows);
       for (const Isa row_isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
         if (!cpu_supports(row_isa)) continue;
         std::vector<float> r(g.size());
         int8::dot_row_block_with(row_isa, t, w.data(), rb, kRows, q.data(), nb, ntok, r.data(), kRows);
         for (size_t i = 0; i < g.size(); ++i)
-          ASSERT_EQ(bits(g[i]), bits(r[i])) << dtype_name(t) << " " << isa_name(gemm_isa) << " gemm against "
+          ASSERT_EQ(bits(g[i]), bits(r[i])) << dtype_name(t) << " " << kernel.name << " against "
                                             << isa_name(row_isa) << " rows, element " << i << " of " << ntok
                                             << " tokens";
       }
@@ -531,7 +551,11 @@ TEST(Int8Gemm, CoversTheTypesWithOneScalePer32) {
   uint8_t w[210] = {};
   float y;
   EXPECT_THROW(int8::gemm_rows(DType::Q6_K, w, 210, 1, packed, &y, 1), Internal);
-  EXPECT_THROW(int8::gemm_rows_with(Isa::kAvxVnni, DType::Q8_0, w, 34, 1, packed, &y, 1), Internal);
+  for (const Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
+    if (!cpu_supports(isa)) {
+      EXPECT_THROW(int8::gemm_rows_with(isa, DType::Q8_0, w, 34, 1, packed, &y, 1), Internal);
+    }
+  }
   EXPECT_THROW(int8::gemm_rows_with(Isa::kScalar, DType::Q8_0, w, 34, 1, packed, &y, 1), Internal);
 }
 
