@@ -111,19 +111,28 @@ void decode_scores(float* scores, const float* qv, const float* kb, int64_t kv_s
   for (; j < n; ++j) scores[j] = one_score<C>(qv, kb + j * kv_stride, sc);
 }
 
+// Where a head's value rows are: chunk pair c2 (floats 16 * c2 .. 16 * c2 + 15) of key j's row at
+// at(j, c2) = base + c2 * plane + j * row. In the K/V cache's own layout plane = 16 and row = the
+// cache's row stride; in a task's gathered copy (attention_forward_per_query) each chunk pair of
+// all keys is contiguous: plane = 16 * keys, row = 16.
+struct ValueRows {
+  const float* base;
+  int64_t plane, row;
+  const float* at(int64_t j, int c2) const { return base + c2 * plane + j * row; }
+};
+
 // o (HD = 8 * C) = sum over keys j < n of p[j] * V_j, key by key in order, in registers. A zero
 // weight (a hidden key, an underflowed one) is multiplied too, in every path, without a branch
 // (an unpredictable one cost more than the FMAs it saved): it adds a zero, which leaves the sum
 // as it was up to the sign of a zero sum, given finite values, which every key position up to
 // the query's has (the forward wrote it).
 template <int C>
-void decode_weighted_values(float* o, const float* p, const float* vb, int64_t kv_stride, int64_t n) {
+void decode_weighted_values(float* o, const float* p, const ValueRows& vr, int64_t n) {
   __m256 acc[C];
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
-    const float* vj = vb + j * kv_stride;
-    for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr.at(j, c / 2) + 8 * (c % 2)), acc[c]);
   }
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(o + 8 * c, acc[c]);
 }
@@ -171,8 +180,8 @@ void group_scores(float* const scores[kGroup], const float* qv, int64_t q_stride
 // order for all four, then each query's own last keys. Each query's accumulator per lane is
 // decode_weighted_values's chain (keys in order, zero weights multiplied too).
 template <int C>
-void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGroup], const float* vb,
-                           int64_t kv_stride, int64_t n0) {
+void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGroup], const ValueRows& vr,
+                           int64_t n0) {
   static_assert(C % 2 == 0, "value rows go two 8-float chunks per pass");
   for (int c0 = 0; c0 < C; c0 += 2) {
     __m256 acc[kGroup][2];
@@ -183,13 +192,13 @@ void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGro
       acc[i][1] = _mm256_fmadd_ps(wb, x1, acc[i][1]);
     };
     for (int64_t j = 0; j < n0; ++j) {
-      const float* vj = vb + j * kv_stride + 8 * c0;
+      const float* vj = vr.at(j, c0 / 2);
       const __m256 x0 = _mm256_loadu_ps(vj), x1 = _mm256_loadu_ps(vj + 8);
       for (int i = 0; i < kGroup; ++i) add(i, j, x0, x1);
     }
     for (int i = 0; i < kGroup; ++i) {
       for (int64_t j = n0; j < n0 + i; ++j) {
-        const float* vj = vb + j * kv_stride + 8 * c0;
+        const float* vj = vr.at(j, c0 / 2);
         add(i, j, _mm256_loadu_ps(vj), _mm256_loadu_ps(vj + 8));
       }
       _mm256_storeu_ps(o + i * o_stride + 8 * c0, acc[i][0]);
@@ -199,15 +208,29 @@ void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGro
 }
 
 // Queries per task of the per-query kernel on long calls (a fixed-order prompt): tasks are
-// (row, head, chunk of queries), dealt to the threads one by one so that the causal rows' growing
-// key counts balance out. Which thread computes a query never changes its bits.
+// (row, key/value head, chunk of queries), dealt to the threads one by one so that the causal
+// rows' growing key counts balance out. Which thread computes a query never changes its bits.
 constexpr int64_t kPerQueryChunk = 16;
+
+// One task's keys and values copied out of the cache (contiguous, so their re-reads by the heads
+// and query groups stay in L2): the cache's rows are NKV * HD floats apart, which at Llama's 8 x
+// 128 is exactly 4 KiB, so one head's rows fall into a sixteenth of L2's sets and were re-read
+// from L3 by every group of four queries. The values go chunk pair by chunk pair (ValueRows), the
+// order group_weighted_values reads them in.
+template <int C>
+void gather_head(float* kc, float* vc, const float* kb, const float* vb, int64_t kv_stride, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) std::copy(kb + j * kv_stride, kb + j * kv_stride + 8 * C, kc + j * 8 * C);
+  for (int c2 = 0; c2 < C / 2; ++c2)
+    for (int64_t j = 0; j < n; ++j)
+      std::copy(vb + j * kv_stride + 16 * c2, vb + j * kv_stride + 16 * c2 + 16, vc + (c2 * n + j) * 16);
+}
 
 // The per-query kernel (the decode path, and every call of attention_forward_fixed_order), no
 // packing, head_dim 8 * C: per (row, head) and query, the scores against each key it may see,
 // softmax, then the weighted sum of the value rows, key by key. No BLAS call. A query's
 // operations depend on its position, its q and the keys only: never on T, past, B or the queries
-// beside it in the call (a group of four or alone, the same bits: test_ops FixedOrderAttention).
+// beside it in the call (a group of four or alone, the same bits: test_ops FixedOrderAttention),
+// nor on whether its keys and values were read from the cache or from a task's copy of them.
 template <int C>
 void attention_forward_per_query(float* out, const float* q, const float* k, const float* v,
                                  const uint8_t* key_valid, const AttentionShape& s) {
@@ -215,31 +238,53 @@ void attention_forward_per_query(float* out, const float* q, const float* k, con
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.HD));
   const int64_t q_stride = s.NH * s.HD, kv_stride = s.NKV * s.HD, n_max = s.past + s.T;
   const int64_t chunks = (s.T + kPerQueryChunk - 1) / kPerQueryChunk;
-  const int64_t tasks = s.B * s.NH * chunks;
+  // Decode steps (a few queries) read the cache in place: a copy would cost more than their one
+  // pass over it. Longer calls copy each task's keys and values once for its heads and queries.
+  const bool gather = s.T > kDecodeMaxQueries;
+  const int64_t tasks = s.B * (gather ? s.NKV : s.NH) * chunks;
 #pragma omp parallel
   {
     std::vector<float> scores(static_cast<size_t>(kGroup * n_max));  // (kGroup, n): a group's rows
+    std::vector<float> kc, vc;                                       // gather: (n, HD) each
+    if (gather) {
+      kc.resize(static_cast<size_t>(n_max * s.HD));
+      vc.resize(static_cast<size_t>(n_max * s.HD));
+    }
 #pragma omp for schedule(static, 1)
     for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t b = task / (s.NH * chunks), h = task / chunks % s.NH, g = h / group;
+      const int64_t heads = gather ? s.NKV : s.NH;
+      const int64_t b = task / (heads * chunks), unit = task / chunks % heads;
       const int64_t t0 = task % chunks * kPerQueryChunk, t1 = std::min(s.T, t0 + kPerQueryChunk);
-      const float* kb = k + b * s.Smax * kv_stride + g * s.HD;  // key j at kb + j * kv_stride
-      const float* vb = v + b * s.Smax * kv_stride + g * s.HD;
-      int64_t t = t0;
-      for (; t + kGroup <= t1; t += kGroup) {  // queries t .. t + 3: keys [0, p + 1 + i)
-        const int64_t p = s.past + t, n0 = p + 1;
-        float* rows[kGroup];
-        for (int i = 0; i < kGroup; ++i) rows[i] = scores.data() + i * n_max;
-        group_scores<C>(rows, q + (b * s.T + t) * q_stride + h * s.HD, q_stride, kb, kv_stride, n0, scale);
-        for (int i = 0; i < kGroup; ++i)
-          detail::softmax_visible_row(rows[i], n0 + i, n0 + i, key_valid, b, s.Smax, 0, p + i);
-        group_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows, vb, kv_stride, n0);
+      const int64_t g = gather ? unit : unit / group;
+      // Key j's row at kb + j * ks; value rows per vr.
+      const float* kb = k + b * s.Smax * kv_stride + g * s.HD;
+      int64_t ks = kv_stride;
+      ValueRows vr{v + b * s.Smax * kv_stride + g * s.HD, 16, kv_stride};
+      if (gather) {
+        const int64_t n = s.past + t1;  // the keys the task's last query sees
+        gather_head<C>(kc.data(), vc.data(), kb, vr.base, kv_stride, n);
+        kb = kc.data();
+        ks = s.HD;
+        vr = ValueRows{vc.data(), 16 * n, 16};
       }
-      for (; t < t1; ++t) {
-        const int64_t p = s.past + t, n = p + 1;  // keys 0 .. p
-        decode_scores<C>(scores.data(), q + (b * s.T + t) * q_stride + h * s.HD, kb, kv_stride, n, scale);
-        detail::softmax_visible_row(scores.data(), n, n, key_valid, b, s.Smax, 0, p);
-        decode_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, scores.data(), vb, kv_stride, n);
+      const int64_t h0 = gather ? g * group : unit, h1 = gather ? h0 + group : unit + 1;
+      for (int64_t h = h0; h < h1; ++h) {
+        int64_t t = t0;
+        for (; t + kGroup <= t1; t += kGroup) {  // queries t .. t + 3: keys [0, p + 1 + i)
+          const int64_t p = s.past + t, n0 = p + 1;
+          float* rows[kGroup];
+          for (int i = 0; i < kGroup; ++i) rows[i] = scores.data() + i * n_max;
+          group_scores<C>(rows, q + (b * s.T + t) * q_stride + h * s.HD, q_stride, kb, ks, n0, scale);
+          for (int i = 0; i < kGroup; ++i)
+            detail::softmax_visible_row(rows[i], n0 + i, n0 + i, key_valid, b, s.Smax, 0, p + i);
+          group_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows, vr, n0);
+        }
+        for (; t < t1; ++t) {
+          const int64_t p = s.past + t, n = p + 1;  // keys 0 .. p
+          decode_scores<C>(scores.data(), q + (b * s.T + t) * q_stride + h * s.HD, kb, ks, n, scale);
+          detail::softmax_visible_row(scores.data(), n, n, key_valid, b, s.Smax, 0, p);
+          decode_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, scores.data(), vr, n);
+        }
       }
     }
   }
