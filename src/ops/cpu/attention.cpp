@@ -250,8 +250,7 @@ void attention_forward_per_query(float* out, const float* q, const float* k, con
       kc.resize(static_cast<size_t>(n_max * s.HD));
       vc.resize(static_cast<size_t>(n_max * s.HD));
     }
-#pragma omp for schedule(static, 1)
-    for (int64_t task = 0; task < tasks; ++task) {
+    const auto run = [&](int64_t task) {
       const int64_t heads = gather ? s.NKV : s.NH;
       const int64_t b = task / (heads * chunks), unit = task / chunks % heads;
       const int64_t t0 = task % chunks * kPerQueryChunk, t1 = std::min(s.T, t0 + kPerQueryChunk);
@@ -286,6 +285,17 @@ void attention_forward_per_query(float* out, const float* q, const float* k, con
           decode_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, scores.data(), vr, n);
         }
       }
+    };
+    if (gather) {
+      // One by one, so that the causal chunks' growing key counts balance out.
+#pragma omp for schedule(static, 1)
+      for (int64_t task = 0; task < tasks; ++task) run(task);
+    } else {
+      // Decode: in contiguous blocks, so that the query heads of one key/value head run on one
+      // thread and read its keys and values from memory once (dealt one by one, each thread read
+      // every head's: 2x the bytes of the step's largest read after the weights).
+#pragma omp for schedule(static)
+      for (int64_t task = 0; task < tasks; ++task) run(task);
     }
   }
 }
