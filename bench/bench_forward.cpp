@@ -5,6 +5,8 @@
 //   bench_forward MODEL [--prompt-tokens 512] [--decode-tokens 64] [--repeats 5] [--threads N]
 //                 [--device cpu|gpu|gpu:N] [--precision fp32|bf16|auto] [--batch-invariant 1]
 // --batch-invariant 1: the server's kernels at --parallel > 1 (backend::batch_invariant).
+// --kv-cache f32|f16: the KV cache's element type (default: the backend's, kv_type(): f16 at int8);
+// f16 needs a backend with the fixed-order attention (int8, --batch-invariant 1).
 // --score-batch B > 0: also scoring throughput, B rows of P tokens in one forward with the logits of
 // each row's last position (letter scoring's work: medtune runs the lm_head on the scored rows
 // only; transformers' forward, the HF anchor's --score, computes every position's).
@@ -32,18 +34,19 @@ using medtune::bench::seconds_since;
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: bench_forward MODEL [--prompt-tokens P] [--decode-tokens D] [--repeats R] [--threads N] "
-                 "[--device D] [--precision P] [--batch-invariant 1] [--score-batch B]\n";
+                 "[--device D] [--precision P] [--batch-invariant 1] [--score-batch B] "
+                 "[--kv-cache f32|f16]\n";
     return 2;
   }
   std::string path = argv[1];
   int64_t P = 512, D = 64, R = 5, score_batch = 0;
   int threads = 0;
-  std::string device = "cpu", precision = "auto";
+  std::string device = "cpu", precision = "auto", kv = "";
   bool invariant = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--device" || k == "--precision") {
-      (k == "--device" ? device : precision) = argv[i + 1];
+    if (k == "--device" || k == "--precision" || k == "--kv-cache") {
+      (k == "--device" ? device : k == "--precision" ? precision : kv) = argv[i + 1];
       continue;
     }
     const long v = std::atol(argv[i + 1]);
@@ -62,6 +65,13 @@ int main(int argc, char** argv) {
   medtune::backend::Backend& be = invariant ? medtune::backend::batch_invariant(device_be) : device_be;
   medtune::model::LlamaModel model(medtune::io::open_checkpoint(path), medtune::model::WeightQuant::kNone, be);
   const auto& c = model.config();
+  if (!kv.empty() && kv != "f32" && kv != "f16") {
+    std::cerr << "bench_forward: --kv-cache must be f32 or f16\n";
+    return 2;
+  }
+  const medtune::DType kv_type = kv.empty()      ? be.kv_type()
+                                 : kv == "f16" ? medtune::DType::F16
+                                               : medtune::DType::F32;
   // A deterministic pseudo-random prompt: the cost of a forward does not depend on the ids.
   std::vector<int32_t> prompt(static_cast<size_t>(P));
   uint64_t s = 12345;
@@ -73,7 +83,7 @@ int main(int argc, char** argv) {
   std::vector<double> pp, tg;
   std::vector<float> logits;
   for (int64_t r = 0; r < R + 1; ++r) {  // the first round warms caches and page-ins: not counted
-    medtune::model::KvCache cache = model.make_cache(1, P + D);
+    medtune::model::KvCache cache = model.make_cache(1, P + D, kv_type);
     auto t0 = std::chrono::steady_clock::now();
     model.forward(medtune::model::Batch{1, P, prompt, {}}, cache, logits, {P - 1});
     const double t_pp = seconds_since(t0);
@@ -98,7 +108,7 @@ int main(int argc, char** argv) {
       last_rows.push_back(b * P + P - 1);
     }
     for (int64_t r = 0; r < R + 1; ++r) {
-      medtune::model::KvCache cache = model.make_cache(B, P);
+      medtune::model::KvCache cache = model.make_cache(B, P, kv_type);
       const auto t0 = std::chrono::steady_clock::now();
       model.forward(medtune::model::Batch{B, P, ids, {}}, cache, logits, last_rows);
       const double t = seconds_since(t0);
@@ -110,6 +120,7 @@ int main(int argc, char** argv) {
   j["model"] = path;
   j["device"] = be.describe();
   j["threads"] = omp_get_max_threads();
+  j["kv_cache"] = kv_type == medtune::DType::F16 ? "f16" : "f32";
   j["prompt_tokens"] = P;
   j["decode_tokens"] = D;
   j["repeats"] = R;

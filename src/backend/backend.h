@@ -25,6 +25,8 @@
 #include <string>
 
 #include "backend/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
 #include "ops/adamw.h"
 #include "ops/dropout.h"
 #include "ops/linear.h"
@@ -92,6 +94,23 @@ class Backend {
   virtual void attention_forward(float* out, float* lse, const float* q, const float* k,
                                  const float* v, const uint8_t* key_valid, const int64_t* seg_start,
                                  const ops::AttentionShape& s) = 0;
+  // ---- half-precision KV caches (model/kv_cache.h), for backends whose kv_type() is F16
+  // The element type of the KV caches this backend's models make: F32, or F16 where keys and
+  // values are kept in half precision (the CPU's int8 route: half the bytes that each decode step
+  // reads, as llama.cpp's default cache).
+  virtual DType kv_type() const { return DType::F32; }
+  // copy_rows into a half cache: ops::store_rows_f16. Strides and cols in elements.
+  virtual void store_rows_f16(uint16_t* /*dst*/, int64_t /*dst_stride*/, const float* /*src*/,
+                              int64_t /*src_stride*/, int64_t /*rows*/, int64_t /*cols*/) {
+    throw Internal(describe() + ": no half-precision KV cache on this backend");
+  }
+  // attention_forward over a half cache (k, v: binary16 bits; no packing).
+  virtual void attention_forward_f16(float* /*out*/, float* /*lse*/, const float* /*q*/,
+                                     const uint16_t* /*k*/, const uint16_t* /*v*/,
+                                     const uint8_t* /*key_valid*/, const int64_t* /*seg_start*/,
+                                     const ops::AttentionShape& /*s*/) {
+    throw Internal(describe() + ": no half-precision KV cache on this backend");
+  }
   // ops::linear_forward: y (N, rows) = x (N, cols) . W^T + bias; W and bias: host.
   virtual void linear_forward(float* y, const float* x, const ops::StoredMatrix& w,
                               const float* bias, int64_t N) = 0;

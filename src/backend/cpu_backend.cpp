@@ -55,7 +55,7 @@ class CpuBackend final : public Backend {
       kernels = std::string(isa_name(int8::kernel_isa())) + " int8 kernels" +
                 (int8::gemm_available() ? std::string(" + ") + isa_name(int8::gemm_isa()) + " GEMM from 16 tokens"
                                         : "") +
-                " + fixed-order attention";
+                " + fixed-order attention over a half KV cache";
     return std::string("cpu (") + precision_name(precision_) + ", " + kernels + ", " + std::to_string(threads) +
            " threads)";
   }
@@ -111,6 +111,23 @@ class CpuBackend final : public Backend {
                          const int64_t* seg_start, const ops::AttentionShape& s) override {
     if (!fixed_order_attention()) return ops::attention_forward(out, q, k, v, key_valid, seg_start, s);
     if (seg_start != nullptr) throw Internal("cpu attention_forward: packed rows on a fixed-order backend");
+    ops::attention_forward_fixed_order(out, q, k, v, key_valid, s);
+  }
+  // The int8 route keeps its caches in half precision: decode reads its keys and values once per
+  // step, half the bytes being the step's largest read after the weights; int8's error is already
+  // ~100x a half's rounding (docs/decisions/cpu-dispatch.md, "A half-precision KV cache").
+  DType kv_type() const override { return precision_ == Precision::kInt8 ? DType::F16 : DType::F32; }
+  void store_rows_f16(uint16_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                      int64_t rows, int64_t cols) override {
+    ops::store_rows_f16(dst, dst_stride, src, src_stride, rows, cols);
+  }
+  void attention_forward_f16(float* out, float* /*lse*/, const float* q, const uint16_t* k,
+                             const uint16_t* v, const uint8_t* key_valid, const int64_t* seg_start,
+                             const ops::AttentionShape& s) override {
+    // Only the fixed-order kernel reads half keys and values; the fp32 paths' caches are F32.
+    if (!fixed_order_attention() || seg_start != nullptr)
+      throw Internal(
+          "cpu attention_forward_f16: a half cache needs the fixed-order attention, without packing");
     ops::attention_forward_fixed_order(out, q, k, v, key_valid, s);
   }
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,

@@ -61,12 +61,13 @@ model::KvCache replicate(const model::KvCache& prefix, const model::LlamaModel& 
                          int64_t Smax) {
   model::KvCache out = model.make_cache(B, Smax);
   backend::Backend& be = out.backend();
+  if (out.type != prefix.type) throw Internal("scorer: the prefix cache has another element type");
   const int64_t row = prefix.NKV * prefix.HD, P = prefix.length;
+  const size_t bytes = static_cast<size_t>(P * row * prefix.elem_bytes());
   for (int64_t l = 0; l < prefix.L; ++l)
     for (int64_t b = 0; b < B; ++b) {
-      const size_t bytes = static_cast<size_t>(P * row) * sizeof(float);
-      be.copy(out.k.data() + ((l * B + b) * Smax) * row, prefix.k.data() + (l * prefix.B * prefix.Smax) * row, bytes);
-      be.copy(out.v.data() + ((l * B + b) * Smax) * row, prefix.v.data() + (l * prefix.B * prefix.Smax) * row, bytes);
+      be.copy(out.layer_k(l).at(b * Smax * row).data, prefix.layer_k(l).data, bytes);
+      be.copy(out.layer_v(l).at(b * Smax * row).data, prefix.layer_v(l).data, bytes);
     }
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < P; ++t) out.valid[static_cast<size_t>(b * Smax + t)] = 1;

@@ -167,9 +167,9 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   be.rope_forward(k, call.cos, call.sin, N, NKV, HD);
   // Append keys and values: (B, T, NKV, HD) -> cache (B, Smax, NKV, HD) at position past, each
   // batch row's T*KVD floats as one strided row.
-  be.copy_rows(call.k_cache + s.past * KVD, s.Smax * KVD, k, s.T * KVD, s.B, s.T * KVD);
-  be.copy_rows(call.v_cache + s.past * KVD, s.Smax * KVD, v, s.T * KVD, s.B, s.T * KVD);
-  be.attention_forward(a.att.data(), a.lse.empty() ? nullptr : a.lse.data(), a.q.data(), call.k_cache,
+  store_kv(be, call.k_cache.at(s.past * KVD), s.Smax * KVD, k, s.T * KVD, s.B, s.T * KVD);
+  store_kv(be, call.v_cache.at(s.past * KVD), s.Smax * KVD, v, s.T * KVD, s.B, s.T * KVD);
+  attention_over_cache(be, a.att.data(), a.lse.empty() ? nullptr : a.lse.data(), a.q.data(), call.k_cache,
                        call.v_cache, call.key_valid, call.seg_start, s);
 
   // Everything below is row-local. With out_rows it runs on those M rows only, packed into the
@@ -278,7 +278,7 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
   float* dk = scratch(be, kDk, N * KVD);  // (N, NKV, HD)
   float* dv = scratch(be, kDv, N * KVD);  // (N, NKV, HD)
   be.attention_backward(dq, dk, dv, datt, a.att.data(), a.lse.empty() ? nullptr : a.lse.data(), a.q.data(),
-                        call.k_cache, call.v_cache, call.key_valid, call.seg_start, s);
+                        call.k_cache.f32(), call.v_cache.f32(), call.key_valid, call.seg_start, s);
   be.rope_backward(dq, call.cos, call.sin, N, NH, HD);
   be.rope_backward(dk, call.cos, call.sin, N, NKV, HD);
   if (call.need_input_grad) {

@@ -57,8 +57,8 @@ struct LayerCall {
   const ops::AttentionShape& shape;
   const float* cos;                 // (N, HD/2) on be
   const float* sin;
-  float* k_cache;                   // (B, Smax, NKV, HD) this layer's cache, on be
-  float* v_cache;
+  KvSlice k_cache;                  // (B, Smax, NKV, HD) this layer's cache, on be
+  KvSlice v_cache;
   const uint8_t* key_valid;         // (B, Smax) on be
   const int64_t* seg_start = nullptr;  // (B, T) on be, packed rows: each token's example start; null = none
   // Training, last layer: the rows of x_out that are read afterwards (the loss head's target

@@ -67,13 +67,14 @@ void layer_forward_ragged(const RaggedLayerCall& call, float* x, RaggedActs& a) 
   // Per sequence: its keys and values into its slot, then its queries against that slot alone,
   // as one batch row (B = 1) at its own past: the shape a sequence has when it runs alone.
   for (const SeqRun& r : call.runs) {
-    be.copy_rows(call.k_cache + (r.slot * call.Smax + r.past) * KVD, KVD, a.k.data() + r.row0 * KVD, KVD, r.T, KVD);
-    be.copy_rows(call.v_cache + (r.slot * call.Smax + r.past) * KVD, KVD, a.v.data() + r.row0 * KVD, KVD, r.T, KVD);
+    const int64_t at = (r.slot * call.Smax + r.past) * KVD;  // the slot's position `past`
+    store_kv(be, call.k_cache.at(at), KVD, a.k.data() + r.row0 * KVD, KVD, r.T, KVD);
+    store_kv(be, call.v_cache.at(at), KVD, a.v.data() + r.row0 * KVD, KVD, r.T, KVD);
   }
   const auto attend = [&](const SeqRun& r) {
     const ops::AttentionShape shape{1, r.T, r.past, call.Smax, NH, NKV, HD};
-    be.attention_forward(a.att.data() + r.row0 * QD, nullptr, a.q.data() + r.row0 * QD,
-                         call.k_cache + r.slot * call.Smax * KVD, call.v_cache + r.slot * call.Smax * KVD,
+    attention_over_cache(be, a.att.data() + r.row0 * QD, nullptr, a.q.data() + r.row0 * QD,
+                         call.k_cache.at(r.slot * call.Smax * KVD), call.v_cache.at(r.slot * call.Smax * KVD),
                          call.key_valid + r.slot * call.Smax, nullptr, shape);
   };
   const auto runs = static_cast<int64_t>(call.runs.size());

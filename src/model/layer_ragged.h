@@ -11,6 +11,7 @@
 #include "backend/array.h"
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "model/lora.h"
 #include "model/weights.h"
 
@@ -49,8 +50,8 @@ struct RaggedLayerCall {
   const std::vector<LoraSegment>& loras;  // disjoint row ranges; rows outside: no adapter
   const float* cos;                       // (N, HD/2) on be, at each token's position
   const float* sin;
-  float* k_cache;                         // (B, Smax, NKV, HD) this layer's cache, on be
-  float* v_cache;
+  KvSlice k_cache;                        // (B, Smax, NKV, HD) this layer's cache, on be
+  KvSlice v_cache;
   const uint8_t* key_valid;               // (B, Smax) on be
   int64_t Smax;
 };

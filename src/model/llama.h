@@ -49,8 +49,14 @@ class LlamaModel {
   LlamaModel& operator=(const LlamaModel&) = delete;
 
   backend::Backend& backend() const { return *be_; }
-  // A cache for `batch` rows of up to `max_len` positions on this model's backend.
-  KvCache make_cache(int64_t batch, int64_t max_len) const { return KvCache(config(), batch, max_len, *be_); }
+  // A cache for `batch` rows of up to `max_len` positions on this model's backend, of its
+  // kv_type() (half on the CPU's int8 route), or of `type`.
+  KvCache make_cache(int64_t batch, int64_t max_len) const {
+    return make_cache(batch, max_len, be_->kv_type());
+  }
+  KvCache make_cache(int64_t batch, int64_t max_len, DType type) const {
+    return KvCache(config(), batch, max_len, *be_, type);
+  }
 
   const ModelConfig& config() const { return ckpt_.config; }
   const io::Checkpoint& checkpoint() const { return ckpt_; }

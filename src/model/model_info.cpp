@@ -89,7 +89,8 @@ std::string to_text(const ModelInfo& m) {
   for (const auto& [name, n] : m.dtype_tensors) s << " " << name << " x" << n;
   s << "\n"
     << "memory        ~" << human_bytes(m.estimated_bytes) << " for a " << m.context
-    << "-token context (KV cache " << human_bytes(m.kv_bytes_per_token) << "/token, fp32)\n";
+    << "-token context (KV cache " << human_bytes(m.kv_bytes_per_token)
+    << "/token in fp32; half that at --precision int8)\n";
   return s.str();
 }
 

@@ -76,6 +76,16 @@ inline void attention_forward(float* out, const float* q, const float* k, const 
 // (backend/cpu_backend.cpp), whose results must not depend on how a text was cut into calls.
 void attention_forward_fixed_order(float* out, const float* q, const float* k, const float* v,
                                    const uint8_t* key_valid, const AttentionShape& s);
+// The same over a half-precision cache: k, v (B, Smax, NKV, HD) IEEE binary16 bits (the int8
+// route's KV cache, model/kv_cache.h). Each element widens to fp32 exactly, so the result is bit
+// for bit the fp32 form's on the widened values.
+void attention_forward_fixed_order(float* out, const float* q, const uint16_t* k, const uint16_t* v,
+                                   const uint8_t* key_valid, const AttentionShape& s);
+// dst[r * dst_stride + c] = src[r * src_stride + c] rounded to binary16 (nearest even, overflow to
+// infinity: f32_to_f16 of core/half.h) for r < rows, c < cols: appending keys and values to a
+// half cache.
+void store_rows_f16(uint16_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                    int64_t rows, int64_t cols);
 
 // Mean cross-entropy of logits against targets, ignoring targets < 0 (Hugging Face's -100).
 // logits: (N, V)   targets: (N)   returns {sum of losses in double, count of targets}

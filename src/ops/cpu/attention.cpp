@@ -11,7 +11,8 @@
 // one fixed order (four consecutive queries share their key and value loads). BLAS's
 // small-matrix kernels were slow on the decode steps' 1 x n products (BENCHMARKS.md: Q8_0 decode
 // at 256-320 cached positions, 1.12x), and BLAS's order for a query depends on the tile it falls
-// in, which the fixed-order callers cannot have.
+// in, which the fixed-order callers cannot have. The per-query path also reads a half-precision
+// cache (the int8 route's, model/kv_cache.h), widening each element as it loads it.
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -21,6 +22,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/half.h"
 #include "ops/cpu/attention_mask.h"
 #include "ops/ops.h"
 
@@ -83,29 +85,37 @@ inline __m128 reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
+// Eight keys' or values' elements as fp32: E = float (an fp32 cache, a task's copy) or uint16_t
+// (an IEEE half cache, attention_forward_fixed_order's second form): half widens to fp32 exactly,
+// so every operation after the load is the same as on the widened values stored as fp32.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 // One query's score against one key row: the 8-lane chain over c in order, then reduce4, times
 // scale. Every path below computes each (query, key) score exactly so.
-template <int C>
-float one_score(const float* qv, const float* kj, __m128 sc) {
+template <int C, typename E>
+float one_score(const float* qv, const E* kj, __m128 sc) {
   __m256 a = _mm256_setzero_ps();
-  for (int c = 0; c < C; ++c) a = _mm256_fmadd_ps(_mm256_loadu_ps(qv + 8 * c), _mm256_loadu_ps(kj + 8 * c), a);
+  for (int c = 0; c < C; ++c) a = _mm256_fmadd_ps(_mm256_loadu_ps(qv + 8 * c), load8(kj + 8 * c), a);
   const __m256 z = _mm256_setzero_ps();
   return _mm_cvtss_f32(_mm_mul_ps(reduce4(a, z, z, z), sc));
 }
 
 // The scores of one query against keys [0, n): scores[j] = scale * (q . K_j), HD = 8 * C. Four keys
 // at a time with independent accumulators, so that their rows' loads overlap.
-template <int C>
-void decode_scores(float* scores, const float* qv, const float* kb, int64_t kv_stride, int64_t n, float scale) {
+template <int C, typename E>
+void decode_scores(float* scores, const float* qv, const E* kb, int64_t kv_stride, int64_t n, float scale) {
   __m256 q[C];
   for (int c = 0; c < C; ++c) q[c] = _mm256_loadu_ps(qv + 8 * c);
   const __m128 sc = _mm_set1_ps(scale);
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const float* k0 = kb + j * kv_stride;
+    const E* k0 = kb + j * kv_stride;
     __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int c = 0; c < C; ++c)
-      for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(q[c], _mm256_loadu_ps(k0 + r * kv_stride + 8 * c), a[r]);
+      for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(q[c], load8(k0 + r * kv_stride + 8 * c), a[r]);
     _mm_storeu_ps(scores + j, _mm_mul_ps(reduce4(a[0], a[1], a[2], a[3]), sc));
   }
   for (; j < n; ++j) scores[j] = one_score<C>(qv, kb + j * kv_stride, sc);
@@ -115,10 +125,11 @@ void decode_scores(float* scores, const float* qv, const float* kb, int64_t kv_s
 // at(j, c2) = base + c2 * plane + j * row. In the K/V cache's own layout plane = 16 and row = the
 // cache's row stride; in a task's gathered copy (attention_forward_per_query) each chunk pair of
 // all keys is contiguous: plane = 16 * keys, row = 16.
+template <typename E>
 struct ValueRows {
-  const float* base;
+  const E* base;
   int64_t plane, row;
-  const float* at(int64_t j, int c2) const { return base + c2 * plane + j * row; }
+  const E* at(int64_t j, int c2) const { return base + c2 * plane + j * row; }
 };
 
 // o (HD = 8 * C) = sum over keys j < n of p[j] * V_j, key by key in order, in registers. A zero
@@ -126,13 +137,13 @@ struct ValueRows {
 // (an unpredictable one cost more than the FMAs it saved): it adds a zero, which leaves the sum
 // as it was up to the sign of a zero sum, given finite values, which every key position up to
 // the query's has (the forward wrote it).
-template <int C>
-void decode_weighted_values(float* o, const float* p, const ValueRows& vr, int64_t n) {
+template <int C, typename E>
+void decode_weighted_values(float* o, const float* p, const ValueRows<E>& vr, int64_t n) {
   __m256 acc[C];
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
-    for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr.at(j, c / 2) + 8 * (c % 2)), acc[c]);
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(pj, load8(vr.at(j, c / 2) + 8 * (c % 2)), acc[c]);
   }
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(o + 8 * c, acc[c]);
 }
@@ -145,18 +156,18 @@ constexpr int kGroup = 4;
 
 // decode_scores for the four queries (q rows q_stride apart), sharing each key row's loads: keys
 // [0, n0) two at a time for all four, then each query's own last keys. Every score is one_score's.
-template <int C>
-void group_scores(float* const scores[kGroup], const float* qv, int64_t q_stride, const float* kb,
+template <int C, typename E>
+void group_scores(float* const scores[kGroup], const float* qv, int64_t q_stride, const E* kb,
                   int64_t kv_stride, int64_t n0, float scale) {
   const __m128 sc = _mm_set1_ps(scale);
   int64_t j = 0;
   for (; j + 2 <= n0; j += 2) {
-    const float* k0 = kb + j * kv_stride;
-    const float* k1 = k0 + kv_stride;
+    const E* k0 = kb + j * kv_stride;
+    const E* k1 = k0 + kv_stride;
     __m256 a[kGroup][2];
     for (auto& ai : a) ai[0] = ai[1] = _mm256_setzero_ps();
     for (int c = 0; c < C; ++c) {
-      const __m256 x0 = _mm256_loadu_ps(k0 + 8 * c), x1 = _mm256_loadu_ps(k1 + 8 * c);
+      const __m256 x0 = load8(k0 + 8 * c), x1 = load8(k1 + 8 * c);
       for (int i = 0; i < kGroup; ++i) {
         const __m256 qc = _mm256_loadu_ps(qv + i * q_stride + 8 * c);
         a[i][0] = _mm256_fmadd_ps(qc, x0, a[i][0]);
@@ -179,8 +190,8 @@ void group_scores(float* const scores[kGroup], const float* qv, int64_t q_stride
 // [0, n0 + i)), sharing each value row's loads: two 8-float chunks of the row per pass, the keys in
 // order for all four, then each query's own last keys. Each query's accumulator per lane is
 // decode_weighted_values's chain (keys in order, zero weights multiplied too).
-template <int C>
-void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGroup], const ValueRows& vr,
+template <int C, typename E>
+void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGroup], const ValueRows<E>& vr,
                            int64_t n0) {
   static_assert(C % 2 == 0, "value rows go two 8-float chunks per pass");
   for (int c0 = 0; c0 < C; c0 += 2) {
@@ -192,14 +203,14 @@ void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGro
       acc[i][1] = _mm256_fmadd_ps(wb, x1, acc[i][1]);
     };
     for (int64_t j = 0; j < n0; ++j) {
-      const float* vj = vr.at(j, c0 / 2);
-      const __m256 x0 = _mm256_loadu_ps(vj), x1 = _mm256_loadu_ps(vj + 8);
+      const E* vj = vr.at(j, c0 / 2);
+      const __m256 x0 = load8(vj), x1 = load8(vj + 8);
       for (int i = 0; i < kGroup; ++i) add(i, j, x0, x1);
     }
     for (int i = 0; i < kGroup; ++i) {
       for (int64_t j = n0; j < n0 + i; ++j) {
-        const float* vj = vr.at(j, c0 / 2);
-        add(i, j, _mm256_loadu_ps(vj), _mm256_loadu_ps(vj + 8));
+        const E* vj = vr.at(j, c0 / 2);
+        add(i, j, load8(vj), load8(vj + 8));
       }
       _mm256_storeu_ps(o + i * o_stride + 8 * c0, acc[i][0]);
       _mm256_storeu_ps(o + i * o_stride + 8 * c0 + 8, acc[i][1]);
@@ -212,17 +223,47 @@ void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGro
 // rows' growing key counts balance out. Which thread computes a query never changes its bits.
 constexpr int64_t kPerQueryChunk = 16;
 
-// One task's keys and values copied out of the cache (contiguous, so their re-reads by the heads
-// and query groups stay in L2): the cache's rows are NKV * HD floats apart, which at Llama's 8 x
-// 128 is exactly 4 KiB, so one head's rows fall into a sixteenth of L2's sets and were re-read
-// from L3 by every group of four queries. The values go chunk pair by chunk pair (ValueRows), the
-// order group_weighted_values reads them in.
-template <int C>
-void gather_head(float* kc, float* vc, const float* kb, const float* vb, int64_t kv_stride, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) std::copy(kb + j * kv_stride, kb + j * kv_stride + 8 * C, kc + j * 8 * C);
+// One task's keys and values copied out of the cache as fp32 (contiguous, so their re-reads by
+// the heads and query groups stay in L2): the cache's rows are NKV * HD elements apart, which at
+// Llama's 8 x 128 fp32 is exactly 4 KiB, so one head's rows fall into a sixteenth of L2's sets and
+// were re-read from L3 by every group of four queries. The values go chunk pair by chunk pair
+// (ValueRows), the order group_weighted_values reads them in. A half cache is widened here, once.
+template <int C, typename E>
+void gather_head(float* kc, float* vc, const E* kb, const E* vb, int64_t kv_stride, int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(kc + j * 8 * C + 8 * c, load8(kb + j * kv_stride + 8 * c));
   for (int c2 = 0; c2 < C / 2; ++c2)
     for (int64_t j = 0; j < n; ++j)
-      std::copy(vb + j * kv_stride + 16 * c2, vb + j * kv_stride + 16 * c2 + 16, vc + (c2 * n + j) * 16);
+      for (int e = 0; e < 2; ++e)
+        _mm256_storeu_ps(vc + (c2 * n + j) * 16 + 8 * e, load8(vb + j * kv_stride + 16 * c2 + 8 * e));
+}
+
+// One task's queries: rows [t0, t1) of batch row b, query heads [h0, h1), against the keys at
+// kb + j * ks and the values vr (in the cache, or the task's copy). scores: (kGroup, n_max).
+template <int C, typename E>
+void task_queries(float* out, const float* q, const E* kb, int64_t ks, const ValueRows<E>& vr,
+                  float* scores, int64_t b, int64_t h0, int64_t h1, int64_t t0, int64_t t1,
+                  const uint8_t* key_valid, const AttentionShape& s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.HD));
+  const int64_t q_stride = s.NH * s.HD, n_max = s.past + s.T;
+  for (int64_t h = h0; h < h1; ++h) {
+    int64_t t = t0;
+    for (; t + kGroup <= t1; t += kGroup) {  // queries t .. t + 3: keys [0, p + 1 + i)
+      const int64_t p = s.past + t, n0 = p + 1;
+      float* rows[kGroup];
+      for (int i = 0; i < kGroup; ++i) rows[i] = scores + i * n_max;
+      group_scores<C>(rows, q + (b * s.T + t) * q_stride + h * s.HD, q_stride, kb, ks, n0, scale);
+      for (int i = 0; i < kGroup; ++i)
+        detail::softmax_visible_row(rows[i], n0 + i, n0 + i, key_valid, b, s.Smax, 0, p + i);
+      group_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows, vr, n0);
+    }
+    for (; t < t1; ++t) {
+      const int64_t p = s.past + t, n = p + 1;  // keys 0 .. p
+      decode_scores<C>(scores, q + (b * s.T + t) * q_stride + h * s.HD, kb, ks, n, scale);
+      detail::softmax_visible_row(scores, n, n, key_valid, b, s.Smax, 0, p);
+      decode_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, scores, vr, n);
+    }
+  }
 }
 
 // The per-query kernel (the decode path, and every call of attention_forward_fixed_order), no
@@ -230,13 +271,13 @@ void gather_head(float* kc, float* vc, const float* kb, const float* vb, int64_t
 // softmax, then the weighted sum of the value rows, key by key. No BLAS call. A query's
 // operations depend on its position, its q and the keys only: never on T, past, B or the queries
 // beside it in the call (a group of four or alone, the same bits: test_ops FixedOrderAttention),
-// nor on whether its keys and values were read from the cache or from a task's copy of them.
-template <int C>
-void attention_forward_per_query(float* out, const float* q, const float* k, const float* v,
+// nor on whether its keys and values were read from the cache or from a task's copy of them, nor
+// on whether a half cache's elements were widened as read or when copied.
+template <int C, typename E>
+void attention_forward_per_query(float* out, const float* q, const E* k, const E* v,
                                  const uint8_t* key_valid, const AttentionShape& s) {
   const int64_t group = s.NH / s.NKV;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.HD));
-  const int64_t q_stride = s.NH * s.HD, kv_stride = s.NKV * s.HD, n_max = s.past + s.T;
+  const int64_t kv_stride = s.NKV * s.HD, n_max = s.past + s.T;
   const int64_t chunks = (s.T + kPerQueryChunk - 1) / kPerQueryChunk;
   // Decode steps (a few queries) read the cache in place: a copy would cost more than their one
   // pass over it. Longer calls copy each task's keys and values once for its heads and queries.
@@ -255,36 +296,17 @@ void attention_forward_per_query(float* out, const float* q, const float* k, con
       const int64_t b = task / (heads * chunks), unit = task / chunks % heads;
       const int64_t t0 = task % chunks * kPerQueryChunk, t1 = std::min(s.T, t0 + kPerQueryChunk);
       const int64_t g = gather ? unit : unit / group;
-      // Key j's row at kb + j * ks; value rows per vr.
-      const float* kb = k + b * s.Smax * kv_stride + g * s.HD;
-      int64_t ks = kv_stride;
-      ValueRows vr{v + b * s.Smax * kv_stride + g * s.HD, 16, kv_stride};
-      if (gather) {
-        const int64_t n = s.past + t1;  // the keys the task's last query sees
-        gather_head<C>(kc.data(), vc.data(), kb, vr.base, kv_stride, n);
-        kb = kc.data();
-        ks = s.HD;
-        vr = ValueRows{vc.data(), 16 * n, 16};
+      // Key j's row at kb + j * kv_stride; value rows per vr.
+      const E* kb = k + b * s.Smax * kv_stride + g * s.HD;
+      const ValueRows<E> vr{v + b * s.Smax * kv_stride + g * s.HD, 16, kv_stride};
+      if (!gather) {
+        task_queries<C>(out, q, kb, kv_stride, vr, scores.data(), b, unit, unit + 1, t0, t1, key_valid, s);
+        return;
       }
-      const int64_t h0 = gather ? g * group : unit, h1 = gather ? h0 + group : unit + 1;
-      for (int64_t h = h0; h < h1; ++h) {
-        int64_t t = t0;
-        for (; t + kGroup <= t1; t += kGroup) {  // queries t .. t + 3: keys [0, p + 1 + i)
-          const int64_t p = s.past + t, n0 = p + 1;
-          float* rows[kGroup];
-          for (int i = 0; i < kGroup; ++i) rows[i] = scores.data() + i * n_max;
-          group_scores<C>(rows, q + (b * s.T + t) * q_stride + h * s.HD, q_stride, kb, ks, n0, scale);
-          for (int i = 0; i < kGroup; ++i)
-            detail::softmax_visible_row(rows[i], n0 + i, n0 + i, key_valid, b, s.Smax, 0, p + i);
-          group_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows, vr, n0);
-        }
-        for (; t < t1; ++t) {
-          const int64_t p = s.past + t, n = p + 1;  // keys 0 .. p
-          decode_scores<C>(scores.data(), q + (b * s.T + t) * q_stride + h * s.HD, kb, ks, n, scale);
-          detail::softmax_visible_row(scores.data(), n, n, key_valid, b, s.Smax, 0, p);
-          decode_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, scores.data(), vr, n);
-        }
-      }
+      const int64_t n = s.past + t1;  // the keys the task's last query sees
+      gather_head<C>(kc.data(), vc.data(), kb, vr.base, kv_stride, n);
+      task_queries<C>(out, q, kc.data(), s.HD, ValueRows<float>{vc.data(), 16 * n, 16}, scores.data(), b,
+                      g * group, (g + 1) * group, t0, t1, key_valid, s);
     };
     if (gather) {
       // One by one, so that the causal chunks' growing key counts balance out.
@@ -302,7 +324,8 @@ void attention_forward_per_query(float* out, const float* q, const float* k, con
 
 // The per-query kernel for this head_dim; false where it has none (head_dim not a multiple of 8
 // or above 256).
-bool per_query(float* out, const float* q, const float* k, const float* v, const uint8_t* key_valid,
+template <typename E>
+bool per_query(float* out, const float* q, const E* k, const E* v, const uint8_t* key_valid,
                const AttentionShape& s) {
   switch (s.HD) {
     case 32: attention_forward_per_query<4>(out, q, k, v, key_valid, s); return true;
@@ -370,6 +393,36 @@ void attention_forward_fixed_order(float* out, const float* q, const float* k, c
                                    const uint8_t* key_valid, const AttentionShape& s) {
   // ref's double loop is per query too, for a head_dim without a kernel.
   if (!per_query(out, q, k, v, key_valid, s)) ref::attention_forward(out, q, k, v, key_valid, nullptr, s);
+}
+
+void attention_forward_fixed_order(float* out, const float* q, const uint16_t* k, const uint16_t* v,
+                                   const uint8_t* key_valid, const AttentionShape& s) {
+  if (per_query(out, q, k, v, key_valid, s)) return;
+  // A head_dim without a kernel: ref on the keys and values widened (the positions each row has
+  // filled; the rest is never read).
+  const int64_t kv_stride = s.NKV * s.HD, n = (s.past + s.T) * kv_stride;
+  std::vector<float> kf(static_cast<size_t>(s.B * s.Smax * kv_stride)), vf(kf.size());
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t i = b * s.Smax * kv_stride; i < b * s.Smax * kv_stride + n; ++i) {
+      kf[static_cast<size_t>(i)] = f16_to_f32(k[i]);
+      vf[static_cast<size_t>(i)] = f16_to_f32(v[i]);
+    }
+  ref::attention_forward(out, q, kf.data(), vf.data(), key_valid, nullptr, s);
+}
+
+void store_rows_f16(uint16_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                    int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    uint16_t* d = dst + r * dst_stride;
+    const float* x = src + r * src_stride;
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8) {
+      const __m128i h =
+          _mm256_cvtps_ph(_mm256_loadu_ps(x + c), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + c), h);
+    }
+    for (; c < cols; ++c) d[c] = f32_to_f16(x[c]);
+  }
 }
 
 }  // namespace medtune::ops

@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
+#include <cmath>
 
 #include "core/half.h"
 #include "ops/linear.h"
@@ -181,6 +184,69 @@ TEST(FixedOrderAttention, AQueryHasTheSameBitsInEveryCallShape) {
     EXPECT_EQ(differ[1], 0) << "HD " << HD << ": decoded one token at a time";
     EXPECT_EQ(differ[2], 0) << "HD " << HD << ": right-padded row of a batch";
   }
+}
+
+// The half-cache form (the int8 route's KV cache, model/kv_cache.h) against the fp32 form on the
+// same values widened: every output element equal. Cases: one decode query and a group of four
+// (keys read in place, as half), prompts (each task's copy widens them), and head_dim 12 (no kernel:
+// the reference on a widened copy).
+TEST(FixedOrderAttention, HalfCacheGivesTheFp32BitsOfTheWidenedValues) {
+  struct Case {
+    int64_t B, T, past, NH, NKV, HD;
+  };
+  for (const Case& c : {Case{1, 1, 40, 9, 3, 64}, Case{2, 4, 37, 4, 2, 128}, Case{2, 3, 5, 9, 3, 64},
+                        Case{1, 150, 0, 9, 3, 64}, Case{2, 37, 20, 4, 2, 128}, Case{2, 9, 2, 4, 2, 12}}) {
+    const int64_t Smax = c.past + c.T + 3;
+    const ops::AttentionShape s{c.B, c.T, c.past, Smax, c.NH, c.NKV, c.HD};
+    const auto q = random_vector(static_cast<size_t>(c.B * c.T * c.NH * c.HD), 31, -2, 2);
+    const auto k = random_vector(static_cast<size_t>(c.B * Smax * c.NKV * c.HD), 32, -2, 2);
+    const auto v = random_vector(k.size(), 33);
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    std::vector<float> kw(k.size()), vw(v.size());  // the half values widened
+    for (size_t i = 0; i < k.size(); ++i) {
+      k16[i] = f32_to_f16(k[i]);
+      v16[i] = f32_to_f16(v[i]);
+      kw[i] = f16_to_f32(k16[i]);
+      vw[i] = f16_to_f32(v16[i]);
+    }
+    std::vector<uint8_t> valid(static_cast<size_t>(c.B * Smax), 1);
+    valid[static_cast<size_t>((c.B - 1) * Smax + c.past + c.T - 1)] = 0;  // one padded key
+    Guarded half(q.size());
+    std::vector<float> fp32(q.size());
+    ops::attention_forward_fixed_order(half.data(), q.data(), k16.data(), v16.data(), valid.data(), s);
+    ops::attention_forward_fixed_order(fp32.data(), q.data(), kw.data(), vw.data(), valid.data(), s);
+    EXPECT_TRUE(half.intact());
+    int64_t differ = 0;
+    for (size_t i = 0; i < fp32.size(); ++i) differ += half.data()[i] != fp32[i];
+    EXPECT_EQ(differ, 0) << "T " << c.T << ", head_dim " << c.HD;
+  }
+}
+
+// Appending to a half cache rounds as core/half.h's scalar conversion, element for element, in the
+// vector body and the tail: ties to even, subnormal halves, the largest half, overflow to
+// infinity, signed zeros and infinities; NaN stays NaN. Rows land at their stride, nothing beside.
+TEST(StoreRowsF16, RoundsAsTheScalarConversion) {
+  std::vector<float> x = random_vector(3 * 37, 40, -70000, 70000);
+  const float special[] = {1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, -(1.0f + 0x1p-11f), 0x1p-24f, 0x1.8p-24f,
+                           0x1p-25f, 0x1.0000002p-25f, 3e-6f, -4e-5f, 6.1e-5f, 65504.0f, 65519.0f,
+                           65520.0f, -1e9f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), 1e-30f, 0.1f, 0.2f, 0.3f};
+  std::copy(std::begin(special), std::end(special), x.begin() + 30);  // in row 0's tail and row 1
+  x[70] = std::numeric_limits<float>::quiet_NaN();
+  constexpr int64_t kRows = 3, kCols = 37, kStride = 40;
+  std::vector<uint16_t> dst(static_cast<size_t>(kRows * kStride), 0xABCD);
+  ops::store_rows_f16(dst.data(), kStride, x.data(), kCols, kRows, kCols);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < kStride; ++c) {
+      const uint16_t got = dst[static_cast<size_t>(r * kStride + c)];
+      if (c >= kCols) {
+        EXPECT_EQ(got, 0xABCD) << "row " << r << " col " << c << " is not the row's";
+        continue;
+      }
+      const float xi = x[static_cast<size_t>(r * kCols + c)];
+      if (std::isnan(xi)) EXPECT_TRUE(std::isnan(f16_to_f32(got))) << "NaN at " << r * kCols + c;
+      else EXPECT_EQ(got, f32_to_f16(xi)) << "x = " << xi << " at " << r * kCols + c;
+    }
 }
 
 TEST(Attention, FirstTokenAttendsOnlyToItself) {
