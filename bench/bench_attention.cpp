@@ -1,7 +1,8 @@
 // Attention on the CPU for one prompt: ops::attention_forward (OpenBLAS in query tiles, what fp32
 // eval and training run) against ops::attention_forward_fixed_order (the per-query kernel that the
-// int8 route and the server's batch-invariant backend run, ops.h), alternating in every repeat so
-// that load from other processes hits both alike; medians. Also checks the two agree (NMSE).
+// int8 route and the server's batch-invariant backend run, ops.h), and the same over a half-precision
+// cache (the int8 route's KV cache), alternating in every repeat so that load from other processes
+// hits all alike; medians. Also checks the fixed order agrees with BLAS (NMSE).
 //
 // Usage: bench_attention [--tokens 256,1024] [--heads 9] [--kv-heads 3] [--head-dim 64]
 //                        [--repeats 7] [--threads 2]
@@ -51,7 +52,8 @@ int main(int argc, char** argv) {
   std::printf("heads %lld/%lld, head_dim %lld, %lld threads, median of %lld (ms per layer's attention)\n",
               static_cast<long long>(NH), static_cast<long long>(NKV), static_cast<long long>(HD),
               static_cast<long long>(threads), static_cast<long long>(repeats));
-  std::printf("%8s %12s %12s %8s %10s\n", "tokens", "blas", "fixed-order", "ratio", "nmse");
+  std::printf("%8s %12s %12s %8s %12s %8s %10s\n", "tokens", "blas", "fixed-order", "ratio", "fixed-f16",
+              "ratio", "nmse");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> U(-2.0f, 2.0f);
   for (const int64_t T : tokens) {
@@ -59,9 +61,12 @@ int main(int argc, char** argv) {
     std::vector<float> q(static_cast<size_t>(T * NH * HD)), k(static_cast<size_t>(T * NKV * HD)), v(k.size());
     for (auto* x : {&q, &k, &v})
       for (float& e : *x) e = U(rng);
-    std::vector<float> blas(q.size()), fixed(q.size());
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    ops::store_rows_f16(k16.data(), 0, k.data(), 0, 1, static_cast<int64_t>(k.size()));
+    ops::store_rows_f16(v16.data(), 0, v.data(), 0, 1, static_cast<int64_t>(v.size()));
+    std::vector<float> blas(q.size()), fixed(q.size()), half(q.size());
     const ops::AttentionShape s{1, T, 0, T, NH, NKV, HD};
-    std::vector<double> t_blas, t_fixed;
+    std::vector<double> t_blas, t_fixed, t_half;
     for (int64_t r = 0; r < repeats; ++r) {
       auto t0 = std::chrono::steady_clock::now();
       ops::attention_forward(blas.data(), q.data(), k.data(), v.data(), nullptr, s);
@@ -69,6 +74,9 @@ int main(int argc, char** argv) {
       t0 = std::chrono::steady_clock::now();
       ops::attention_forward_fixed_order(fixed.data(), q.data(), k.data(), v.data(), nullptr, s);
       t_fixed.push_back(bench::seconds_since(t0));
+      t0 = std::chrono::steady_clock::now();
+      ops::attention_forward_fixed_order(half.data(), q.data(), k16.data(), v16.data(), nullptr, s);
+      t_half.push_back(bench::seconds_since(t0));
     }
     double num = 0, den = 0;
     for (size_t i = 0; i < q.size(); ++i) {
@@ -76,8 +84,10 @@ int main(int argc, char** argv) {
       num += d * d;
       den += static_cast<double>(blas[i]) * static_cast<double>(blas[i]);
     }
-    const double mb = bench::median(t_blas) * 1e3, mf = bench::median(t_fixed) * 1e3;
-    std::printf("%8lld %12.3f %12.3f %7.2fx %10.2e\n", static_cast<long long>(T), mb, mf, mf / mb, num / den);
+    const double mb = bench::median(t_blas) * 1e3, mf = bench::median(t_fixed) * 1e3,
+                 mh = bench::median(t_half) * 1e3;
+    std::printf("%8lld %12.3f %12.3f %7.2fx %12.3f %7.2fx %10.2e\n", static_cast<long long>(T), mb, mf,
+                mf / mb, mh, mh / mb, num / den);
   }
   return 0;
 }
