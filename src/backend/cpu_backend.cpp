@@ -113,9 +113,10 @@ class CpuBackend final : public Backend {
     if (seg_start != nullptr) throw Internal("cpu attention_forward: packed rows on a fixed-order backend");
     ops::attention_forward_fixed_order(out, q, k, v, key_valid, s);
   }
-  // The int8 route keeps its caches in half precision: decode reads its keys and values once per
-  // step, half the bytes being the step's largest read after the weights; int8's error is already
-  // ~100x a half's rounding (docs/decisions/cpu-dispatch.md, "A half-precision KV cache").
+  // The int8 route keeps its caches in half precision: each decode step reads every key and value
+  // once, its largest read after the weights. Its activations are already rounded to within 1/254
+  // of their block's largest value, a half to within 2^-11 of itself (docs/decisions/
+  // cpu-dispatch.md, "A half-precision KV cache at int8").
   DType kv_type() const override { return precision_ == Precision::kInt8 ? DType::F16 : DType::F32; }
   void store_rows_f16(uint16_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                       int64_t rows, int64_t cols) override {

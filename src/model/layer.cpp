@@ -166,7 +166,7 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   be.rope_forward(a.q.data(), call.cos, call.sin, N, NH, HD);
   be.rope_forward(k, call.cos, call.sin, N, NKV, HD);
   // Append keys and values: (B, T, NKV, HD) -> cache (B, Smax, NKV, HD) at position past, each
-  // batch row's T*KVD floats as one strided row.
+  // batch row's T*KVD elements as one strided row (in the cache's type: store_kv).
   store_kv(be, call.k_cache.at(s.past * KVD), s.Smax * KVD, k, s.T * KVD, s.B, s.T * KVD);
   store_kv(be, call.v_cache.at(s.past * KVD), s.Smax * KVD, v, s.T * KVD, s.B, s.T * KVD);
   attention_over_cache(be, a.att.data(), a.lse.empty() ? nullptr : a.lse.data(), a.q.data(), call.k_cache,
