@@ -22,7 +22,7 @@ struct KvSlice {
   DType type = DType::F32;
 
   KvSlice at(int64_t elems) const {
-    return {static_cast<char*>(data) + elems * (type == DType::F16 ? 2 : 4), type};
+    return {static_cast<char*>(data) + dtype_row_bytes(type, elems), type};
   }
   float* f32() const {
     if (type != DType::F32) throw Internal("KvSlice::f32 on a " + std::string(dtype_name(type)) + " cache");
@@ -58,7 +58,7 @@ struct KvCache {
   }
 
   backend::Backend& backend() const { return *k.backend(); }
-  int64_t elem_bytes() const { return type == DType::F16 ? 2 : 4; }
+  int64_t elem_bytes() const { return dtype_block_bytes(type); }
   int64_t layer_elems() const { return B * Smax * NKV * HD; }
   // Layer l's keys / values. A slice is a view, like the raw pointers it replaced: it does not
   // carry the cache's constness (a const cache's slices are read, as the scorer's prefix is).
