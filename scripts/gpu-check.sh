@@ -10,7 +10,8 @@
 #   cp ../shared/data/medqa/dev.jsonl gpu-model/medqa-dev.jsonl   # optional, with the real model:
 #                                          # stage 5c (the same rules: delete after, never commit)
 # Then, through the device tool, from the repository root, carrying the bundle:
-#   bash scripts/gpu-check.sh              # logs and results.json under $OUT (./gpu-check-out unset)
+#   bash scripts/gpu-check.sh              # summary, results.jsonl and the logs' tarball under $OUT
+#                                          # (./gpu-check-out where OUT is unset)
 # Sized for a 15-minute lease: under 9 minutes; every stage has a timeout.
 #
 # Rehearsal, here, without a GPU: GPU_CHECK_REHEARSAL=1 bash scripts/gpu-check.sh runs every stage
@@ -56,6 +57,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rehearsal=${GPU_CHECK_REHEARSAL:-0}
+# GPU_CHECK_PART: all (default); early: stages 1-3 alone; late: stages 1 and 4-8 alone. Two calls
+# of the device tool on one warm machine can then each carry a part of what the whole run needs.
+part=${GPU_CHECK_PART:-all}
+case $part in all | early | late) ;; *) echo "GPU_CHECK_PART must be all, early or late"; exit 2 ;; esac
+# MEDQA_LIMIT: stage 5c scores the first N questions of the dev split (all 1,272 with 0).
+medqa_limit=${MEDQA_LIMIT:-0}
 gpu=gpu  # the device of the stages' GPU runs
 if [ "$rehearsal" = 1 ]; then
   gpu=cpu
@@ -63,9 +70,21 @@ if [ "$rehearsal" = 1 ]; then
 fi
 # dev DEVICE: the device a run labelled DEVICE (cpu or gpu) uses.
 dev() { [ "$1" = gpu ] && echo "$gpu" || echo "$1"; }
-out=${OUT:-./gpu-check-out}
+# The logs are written to $out, a local folder; after every stage they are packed into
+# $final/gpu-check-logs.tar.gz beside summary-so-far.txt and results.jsonl: the device tool brings
+# back at most 8 files from $OUT, and a run the lease stops still brings back what it had.
+final=${OUT:-./gpu-check-out}
+mkdir -p "$final"
+final=$(cd "$final" && pwd)
+out=$(mktemp -d)/gpu-check
 mkdir -p "$out"
-out=$(cd "$out" && pwd)
+pack() {
+  tar -C "$(dirname "$out")" -czf "$final/gpu-check-logs.tar.gz.part" gpu-check 2>/dev/null &&
+    mv "$final/gpu-check-logs.tar.gz.part" "$final/gpu-check-logs.tar.gz"
+  cp "$out/summary-so-far.txt" "$out/results.jsonl" "$final/" 2>/dev/null
+  [ -f "$out/summary.txt" ] && cp "$out/summary.txt" "$final/"
+  return 0
+}
 jobs=${JOBS:-16}
 t_all=$(date +%s)
 summary=()
@@ -79,11 +98,12 @@ record() {
   summary+=("$(printf '%-10s %-16s %5s s  %s' "$1" "$2" "$3" "${4:-}")")
   # As it goes, so that a run stopped by the lease still brings its summary back.
   printf '%s\n' "${summary[${#summary[@]}-1]}" >> "$out/summary-so-far.txt"
+  pack
   case $2 in FAILED | "TIMED OUT") failed=1 ;; esac
   return 0
 }
 # result KEY JSON: one line of results.jsonl
-result() { echo "{\"stage\": \"$1\", \"result\": $2}" >> "$results"; }
+result() { echo "{\"stage\": \"$1\", \"result\": $2}" >> "$results"; pack; }
 
 echo "== 1 environment"
 t=$(date +%s)
@@ -111,6 +131,12 @@ if [ -f "$bundle" ]; then
   bin=$dir/medtune-gpu/bin
   export LD_LIBRARY_PATH=$dir/medtune-gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   echo "bundle: $bundle (commit $(cat "$dir/medtune-gpu/commit"))"
+  # cuBLAS does not travel: the GPU image's toolkit has it, in /usr/local/cuda/lib64 or, where that
+  # folder lacks it, in the folder of the pip wheel PyTorch uses (nvidia-cublas).
+  for lib in $(ldd "$bin/medtune" | awk '/not found/{print $1}'); do
+    found=$(find /usr/local/cuda*/ /opt /usr/lib -name "$lib" 2>/dev/null | head -n 1)
+    [ -n "$found" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$found") && echo "$lib: $found"
+  done
   "$bin/medtune" doctor --no-op-tests > "$out/doctor.txt" 2>&1 || true
   if ldd "$bin/medtune" | grep -q "not found"; then
     ldd "$bin/medtune" | grep "not found" | tee "$out/ldd-missing.txt"
@@ -121,6 +147,7 @@ else
   record bundle "NOT CARRIED" 0 "$bundle absent: stages 3-8 need it (scripts/gpu-compile-check.sh)"
 fi
 
+if [ "$part" != late ]; then
 echo "== 2 op tests"
 t=$(date +%s)
 ops_bin=""
@@ -176,9 +203,13 @@ elif [ -n "$ops_bin" ]; then
   fi
 fi
 
-[ -n "$bin" ] || { printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"; exit 1; }
+fi  # part != late
+
+[ -n "$bin" ] || { printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"; pack; exit 1; }
 MT=$bin/medtune
 work=$(mktemp -d)
+
+if [ "$part" != late ]; then
 
 echo "== 3 parity (medtune-parity --device gpu, fp32 and bf16)"
 for prec in fp32 bf16; do
@@ -196,6 +227,14 @@ print(max((r['base_logits_max_rel_error'] for r in rows), default=float('nan')),
   [ "$rc" = 0 ] && record "parity $prec" ok $(( $(date +%s) - t )) "$n_ok/$n_all fixtures; worst base/LoRA logit rel. error, tolerance: $worst" ||
     record "parity $prec" FAILED $(( $(date +%s) - t )) "exit $rc, $n_ok/$n_all ok; parity-$prec.jsonl, parity-$prec.err"
 done
+
+fi  # part != late
+if [ "$part" = early ]; then
+  echo "== summary of part early ($(( $(date +%s) - t_all )) s)"
+  printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+  pack
+  exit "$failed"
+fi
 
 # The model for stages 4-7: the real SmolLM2 if it travelled, else random SmolLM2-shaped weights
 # with SmolLM2's tokenizer (tests/fixtures/tokenizer/smollm2).
@@ -285,7 +324,9 @@ medqa=gpu-model/medqa-dev.jsonl
 if [ -n "$real" ] && [ -f "$medqa" ]; then
   rc=0
   for run in cpu:fp32 gpu:fp32 gpu:bf16; do
-    timeout 150 "$MT" eval "$real" --data "$medqa" -q --device "$(dev "${run%%:*}")" --precision "${run##*:}" \
+    limit_args=()
+    [ "$medqa_limit" -gt 0 ] && limit_args=(--limit "$medqa_limit")
+    timeout 150 "$MT" eval "$real" --data "$medqa" "${limit_args[@]}" -q --device "$(dev "${run%%:*}")" --precision "${run##*:}" \
       --out "$work/medqa-${run/:/-}" > "$out/medqa-${run/:/-}.log" 2>&1 || rc=$?
   done
   if [ "$rc" = 0 ]; then
@@ -407,9 +448,14 @@ if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > 
       result "bench medtune $name" "$(cat "$out/$file")"
   }
   # hf NAME OUTFILE ARGS...: the anchor, when it imports here
+  # HF_CASES: at most this many anchor cases run (each loads a 7B model: about a minute); the
+  # others are compared with ../shared/anchors/README.md, measured on an H200 before.
+  hf_left=${HF_CASES:-99}
   hf_case() {
     local name=$1 file=$2; shift 2
     [ -n "$anchor" ] && in_time "hf $name" || return 0
+    [ "$hf_left" -gt 0 ] || { skipped="$skipped hf($name)"; return 0; }
+    hf_left=$((hf_left - 1))
     timeout 150 python3 "$anchor" --arch "$arch" "$@" > "$out/$file" 2>> "$out/bench.err" &&
       result "bench hf $name" "$(tail -n 1 "$out/$file")"
   }
@@ -462,7 +508,8 @@ fi
 rm -rf "$work"
 
 echo
-echo "== summary ($(date -u +%H:%M:%S) UTC, $(( $(date +%s) - t_all )) s in all; logs and results.jsonl in $out)"
+echo "== summary ($(date -u +%H:%M:%S) UTC, $(( $(date +%s) - t_all )) s in all; logs, results.jsonl and summary in $final)"
 [ "$rehearsal" = 1 ] && summary+=("REHEARSAL on the CPU: the script's logic only, nothing about a GPU")
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+pack
 exit "$failed"
