@@ -21,6 +21,7 @@
 #include "core/cpu_features.h"
 #include "core/int8_gemm.h"
 #include "core/quant_int8.h"
+#include "ops/cpu/blas_core.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/linear.h"
 #include "ops/ops.h"
@@ -112,9 +113,12 @@ json simd_levels() {
 }
 
 json cpu_backend() {
+  const ops::BlasCore& core = ops::blas_core();
   json blas = {{"library", "OpenBLAS"},
                {"config", openblas_get_config()},
-               {"core", openblas_get_corename()},
+               {"core", core.active},
+               {"core_detected_by_openblas", core.detected},
+               {"core_reselected", core.reason},
                {"threads", openblas_get_num_threads()}};
   return {{"name", "cpu"},
           {"threads", omp_get_max_threads()},
@@ -206,6 +210,8 @@ void print_text(const json& r) {
                 << be["blas"]["config"].get<std::string>() << "; core "
                 << be["blas"]["core"].get<std::string>() << ", " << be["blas"]["threads"]
                 << " threads)\n";
+      if (!be["blas"]["core_reselected"].get<std::string>().empty())
+        std::cout << "        BLAS core: " << be["blas"]["core_reselected"].get<std::string>() << "\n";
       continue;
     }
     std::cout << "  " << name << "  " << be["devices"].size() << " device(s)";

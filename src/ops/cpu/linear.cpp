@@ -7,10 +7,14 @@
 
 #include "core/nf4.h"
 #include "core/quant.h"
+#include "ops/cpu/blas_core.h"
 
 namespace medtune::ops {
 
 namespace {
+// Links blas_core.cpp into every program that runs these GEMMs: its constructor corrects
+// OpenBLAS's kernel choice before main (blas_core.cpp says when and why).
+[[maybe_unused]] const BlasCore& (*const kBlasCoreSelection)() = &blas_core;
 // Tokens at or below which the fused dequantize-and-dot path wins over dequantize + SGEMM:
 // with so few rows of x, SGEMM cannot amortize writing the fp32 weights.
 constexpr int64_t kGemvMaxTokens = 4;
