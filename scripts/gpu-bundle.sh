@@ -2,7 +2,7 @@
 # Packs what scripts/gpu-check.sh runs on the GPU machine, from a CUDA build made here:
 #   bash scripts/gpu-bundle.sh [BUILD_DIR]     (default build-gpu-cuda, as gpu-compile-check.sh makes it)
 # writes BUILD_DIR/medtune-gpu-bundle.tar.xz: bin/ (medtune, medtune-parity, medtune-random-llama,
-# bench_train_step, bench_forward, test_gpu_ops) and lib/ (the shared libraries they need that a bare
+# bench_train_step, bench_forward, test_gpu_ops, test_core, test_ops) and lib/ (the shared libraries they need that a bare
 # GPU image lacks: OpenBLAS, ICU, yaml-cpp, PCRE2, libcrypto, libgomp, libgfortran...; not glibc or
 # libstdc++, which the GPU image has in newer versions, nor cuBLAS, which comes with its CUDA toolkit).
 # The GPU machine has no network and none of the Debian packages the project builds against, so
@@ -13,7 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu-cuda}
 limit=$((64 * 1024 * 1024))
-bins=(medtune medtune-parity medtune-random-llama bench/bench_train_step bench/bench_forward tests/gpu/test_gpu_ops)
+# test_core and test_ops: the CPU kernels' unit tests, for the GPU machine's host CPU (gpu-check.sh's
+# stage cpu); source_dir: where they look for their fixtures (the folder this bundle was built from).
+bins=(medtune medtune-parity medtune-random-llama bench/bench_train_step bench/bench_forward tests/gpu/test_gpu_ops
+  tests/test_core tests/test_ops)
 if ! grep -q "MEDTUNE_NATIVE:BOOL=OFF" "$build/CMakeCache.txt" 2>/dev/null; then
   echo "gpu-bundle: $build was not configured with -DMEDTUNE_NATIVE=OFF (run scripts/gpu-compile-check.sh)"
   exit 1
@@ -32,6 +35,7 @@ for b in "$stage"/medtune-gpu/bin/*; do ldd "$b"; done | awk '/=> \//{print $3}'
     *) cp -L "$lib" "$stage/medtune-gpu/lib/" ;;
   esac
 done
+pwd > "$stage/medtune-gpu/source_dir"
 git rev-parse HEAD > "$stage/medtune-gpu/commit" 2>/dev/null || echo unknown > "$stage/medtune-gpu/commit"
 out="$build/medtune-gpu-bundle.tar.xz"
 tar -C "$stage" -cf - medtune-gpu | xz -T0 -6 > "$out"

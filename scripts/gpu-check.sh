@@ -57,10 +57,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rehearsal=${GPU_CHECK_REHEARSAL:-0}
-# GPU_CHECK_PART: all (default); early: stages 1-3 alone; late: stages 1 and 4-8 alone. Two calls
-# of the device tool on one warm machine can then each carry a part of what the whole run needs.
-part=${GPU_CHECK_PART:-all}
-case $part in all | early | late) ;; *) echo "GPU_CHECK_PART must be all, early or late"; exit 2 ;; esac
+# GPU_CHECK_STAGES: the stages to run, by name (default: all of them, in the order below):
+#   ops nccl cpu parity train eval medqa serve default memory profile bench
+# Several calls of the device tool on one warm machine can then each run a part of the check
+# (each call can carry only 64 MiB: the bundle, or a part of the real model).
+all_stages="ops nccl cpu parity train eval medqa serve default memory profile bench"
+stages=${GPU_CHECK_STAGES:-$all_stages}
+for st in $stages; do
+  case " $all_stages " in *" $st "*) ;; *) echo "GPU_CHECK_STAGES: unknown stage '$st' (stages: $all_stages)"; exit 2 ;; esac
+done
+want() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 # MEDQA_LIMIT: stage 5c scores the first N questions of the dev split (all 1,272 with 0).
 medqa_limit=${MEDQA_LIMIT:-0}
 gpu=gpu  # the device of the stages' GPU runs
@@ -147,7 +153,7 @@ else
   record bundle "NOT CARRIED" 0 "$bundle absent: stages 3-8 need it (scripts/gpu-compile-check.sh)"
 fi
 
-if [ "$part" != late ]; then
+if want ops || want nccl; then
 echo "== 2 op tests"
 t=$(date +%s)
 ops_bin=""
@@ -164,7 +170,9 @@ else
     record "op tests" FAILED $(( $(date +%s) - t )) "standalone build failed: build.log"
   fi
 fi
-if [ "$rehearsal" = 1 ]; then
+if ! want ops; then
+  :
+elif [ "$rehearsal" = 1 ]; then
   record "op tests" "NOT RUN" 0 "rehearsal"
 elif [ -n "$ops_bin" ]; then
   rc=0
@@ -180,7 +188,9 @@ fi
 
 echo "== 2b nccl: the all-reduce as a 1-GPU world"
 t=$(date +%s)
-if [ "$rehearsal" = 1 ]; then
+if ! want nccl; then
+  :
+elif [ "$rehearsal" = 1 ]; then
   record nccl "NOT RUN" 0 "rehearsal"
 elif [ -n "$ops_bin" ]; then
   # medtune opens libnccl.so.2 at run time (src/gpu/collectives.cu): put a copy on the path.
@@ -203,14 +213,37 @@ elif [ -n "$ops_bin" ]; then
   fi
 fi
 
-fi  # part != late
+fi  # ops, nccl
 
 [ -n "$bin" ] || { printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"; pack; exit 1; }
 MT=$bin/medtune
 work=$(mktemp -d)
 
-if [ "$part" != late ]; then
+if want cpu; then
+echo "== 2c cpu: the CPU kernels on the GPU machine's host CPU"
+# That host is an Intel CPU with AVX-VNNI, AVX-512 VNNI/BF16 and AMX (seen 2026-12-04), which the
+# development machines (AMD Zen 3 / Zen 4) lack: the unit tests of the int8, bf16 and BLAS paths
+# (test_core, test_ops, from the bundle) run there on every kernel path that CPU can take.
+t=$(date +%s)
+if [ -x "$bin/test_core" ] && [ -x "$bin/test_ops" ]; then
+  # The tests read their fixtures under the source folder the bundle was built from.
+  src_dir=$(cat "$bin/../source_dir" 2>/dev/null || true)
+  if [ -n "$src_dir" ] && [ ! -e "$src_dir" ]; then mkdir -p "$(dirname "$src_dir")" && ln -s "$(pwd)" "$src_dir"; fi
+  "$bin/medtune" doctor --no-op-tests > "$out/cpu-doctor.txt" 2>&1 || true
+  rc=0
+  for tb in test_core test_ops; do
+    timeout 120 "$bin/$tb" > "$out/cpu-$tb.log" 2>&1 || rc=$?
+  done
+  paths=$(sed -n 's/.*kernel paths this CPU can take: \(.*\)/\1/p' "$out/cpu-doctor.txt" | head -n 1)
+  line="$(grep -h -E '^\[  (PASSED|FAILED)  \]' "$out"/cpu-test_core.log "$out"/cpu-test_ops.log | tr '\n' ' ')"
+  [ "$rc" = 0 ] && record cpu ok $(( $(date +%s) - t )) "kernel paths: $paths; $line" ||
+    record cpu FAILED $(( $(date +%s) - t )) "exit $rc; $line; cpu-test_*.log"
+else
+  record cpu "NOT RUN" 0 "the bundle has no test_core/test_ops"
+fi
+fi
 
+if want parity; then
 echo "== 3 parity (medtune-parity --device gpu, fp32 and bf16)"
 for prec in fp32 bf16; do
   t=$(date +%s)
@@ -228,13 +261,7 @@ print(max((r['base_logits_max_rel_error'] for r in rows), default=float('nan')),
     record "parity $prec" FAILED $(( $(date +%s) - t )) "exit $rc, $n_ok/$n_all ok; parity-$prec.jsonl, parity-$prec.err"
 done
 
-fi  # part != late
-if [ "$part" = early ]; then
-  echo "== summary of part early ($(( $(date +%s) - t_all )) s)"
-  printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
-  pack
-  exit "$failed"
-fi
+fi  # parity
 
 # The model for stages 4-7: the real SmolLM2 if it travelled, else random SmolLM2-shaped weights
 # with SmolLM2's tokenizer (tests/fixtures/tokenizer/smollm2).
@@ -251,6 +278,7 @@ else
 fi
 echo "model for stages 4-7: $model"
 
+if want train; then
 echo "== 4 train: 30 steps on the CPU and on the GPU"
 t=$(date +%s)
 rc=0
@@ -284,6 +312,8 @@ else
   record train FAILED $(( $(date +%s) - t )) "exit $rc: train-*.log"
 fi
 
+fi  # train
+
 # compare_evals STAGE PREFIX: the predictions of $work/PREFIX-{cpu-fp32,gpu-fp32,gpu-bf16} compared
 # and recorded under STAGE: ok when fp32 on the GPU predicts what the CPU does on every question;
 # the largest |delta log-likelihood|, both accuracies and bf16's agreement are reported.
@@ -305,6 +335,7 @@ EOF
   [ "$same" = 1 ] && record "$stage" ok $(( $(date +%s) - t )) "$cmp" || record "$stage" FAILED $(( $(date +%s) - t )) "$cmp"
 }
 
+if want eval; then
 echo "== 5 eval: CPU vs GPU on data/fictional/test.jsonl"
 t=$(date +%s)
 rc=0
@@ -318,6 +349,9 @@ else
   record eval FAILED $(( $(date +%s) - t )) "exit $rc: eval-*.log"
 fi
 
+fi  # eval
+
+if want medqa; then
 echo "== 5c medqa: CPU vs GPU on the MedQA dev split (real SmolLM2 and gpu-model/medqa-dev.jsonl only)"
 t=$(date +%s)
 medqa=gpu-model/medqa-dev.jsonl
@@ -338,6 +372,9 @@ else
   record medqa "NOT RUN" 0 "needs the real SmolLM2 and $medqa (copied from ../shared/data/medqa/dev.jsonl, never committed)"
 fi
 
+fi  # medqa
+
+if want serve; then
 echo "== 5b serve: medtune serve --device gpu against generate --device gpu"
 t=$(date +%s)
 # Issue 15's server on the GPU backend: a greedy completion equals `generate` on the same device
@@ -386,6 +423,9 @@ fi
 kill "$serve_pid" 2>/dev/null || true
 wait "$serve_pid" 2>/dev/null || true
 
+fi  # serve
+
+if want default; then
 echo "== 6 the embedded default on the GPU"
 t=$(date +%s)
 if [ -n "$real" ]; then
@@ -406,6 +446,9 @@ else
   record default "NOT RUN" 0 "the real SmolLM2 did not travel (gpu-model/, see the top of this script)"
 fi
 
+fi  # default
+
+if want memory; then
 echo "== 7 memory: 200 steps on the GPU"
 t=$(date +%s)
 rc=0
@@ -423,6 +466,9 @@ else
   record memory FAILED $(( $(date +%s) - t )) "exit $rc: memory.err"
 fi
 
+fi  # memory
+
+if want profile || want bench; then
 echo "== 8 bench: Llama-2-7B shapes, medtune and HF PEFT side by side"
 t=$(date +%s)
 big=$work/llama2-7b
@@ -434,6 +480,21 @@ if [ "$rehearsal" = 1 ]; then  # the commands and their JSON, on a model and bat
   seq=32
 fi
 if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > "$out/bench-make.log" 2>&1; then
+  if want profile; then
+    # 8p: where a step's time goes, op by op (MEDTUNE_GPU_PROFILE, src/gpu/op_profile.h): the
+    # checkpointed r16 LoRA step, 16 x 512 scoring and batch-1 decode. The profiled runs wait for
+    # the GPU around every op: their own tokens/s are not the benchmark's.
+    tp=$(date +%s)
+    MEDTUNE_GPU_PROFILE=1 timeout 120 "$bin/bench_train_step" "$big" --device "$gpu" --batch 8 --seq "$seq" \
+      --precision bf16 --rank 16 --targets qkvo --checkpointing 1 --steps 2 > /dev/null 2> "$out/profile-train.txt"
+    MEDTUNE_GPU_PROFILE=1 timeout 90 "$bin/bench_forward" "$big" --device "$gpu" --precision bf16 \
+      --prompt-tokens "$seq" --decode-tokens 1 --repeats 1 --score-batch 16 > /dev/null 2> "$out/profile-score.txt"
+    MEDTUNE_GPU_PROFILE=1 timeout 60 "$bin/bench_forward" "$big" --device "$gpu" --prompt-tokens 256 \
+      --decode-tokens 32 --repeats 1 > /dev/null 2> "$out/profile-decode.txt"
+    top=$(grep -m1 -A1 'ms/call' "$out/profile-train.txt" | tail -n 1 | tr -s ' ')
+    record profile done $(( $(date +%s) - tp )) "profile-{train,score,decode}.txt; train's largest:$top"
+  fi
+  if want bench; then
   anchor=""
   [ -f bench/hf_peft_anchor.py ] && python3 -c "import torch, peft" 2>/dev/null && anchor=bench/hf_peft_anchor.py
   # Cases in order of importance; each starts only while the run is within its budget (the lease).
@@ -502,9 +563,11 @@ if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > 
     skipped="$skipped llama3-8b"
   fi
   record bench done $(( $(date +%s) - t )) "results.jsonl (HF anchor: ${anchor:-not importable here}; skipped for time:${skipped:- none})"
+  fi  # bench
 else
   record bench FAILED $(( $(date +%s) - t )) "medtune-random-llama: bench-make.log"
 fi
+fi  # profile, bench
 rm -rf "$work"
 
 echo

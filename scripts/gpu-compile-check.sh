@@ -51,7 +51,7 @@ nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 cmake -S . -B build-gpu-cuda -DMEDTUNE_GPU=cuda -DCMAKE_CUDA_COMPILER="$nvcc" \
   -DCMAKE_CUDA_ARCHITECTURES="80;90" -DMEDTUNE_NATIVE=OFF >/dev/null
 cmake --build build-gpu-cuda -j"$jobs" --target medtune medtune-parity medtune-random-llama bench_train_step \
-  bench_forward test_gpu_ops test_model
+  bench_forward test_gpu_ops test_model test_core test_ops
 # Each cubin in the fat binaries records the ptxas options it was built with ("-arch sm_90 ...");
 # the toolkit here has no cuobjdump. One cubin per .cu file and architecture is expected.
 n_cu=$(ls src/gpu/*.cu | wc -l)

@@ -10,6 +10,7 @@
 // the weight chunk rounded to bf16 (a BF16 checkpoint's weights read as stored, no conversion),
 // products and sums in fp32 (GemmEx). Everything else, the adapters' GEMMs included, is fp32.
 // Every call is queued on one stream; host-side index lists are staged into device memory on it.
+// MEDTUNE_GPU_PROFILE=1 times each op (gpu/op_profile.h) and prints the table at exit.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -22,6 +23,7 @@
 #include "backend/gpu_factory.h"
 #include "core/error.h"
 #include "gpu/blas.h"
+#include "gpu/op_profile.h"
 #include "gpu/ops.h"
 #include "gpu/runtime.h"
 
@@ -42,6 +44,7 @@ class GpuBackend final : public Backend {
     info_ = gpu::device_info(index);
     stream_ = std::make_unique<gpu::Stream>();
     blas_ = std::make_unique<gpu::Blas>(*stream_);
+    prof_ = std::make_unique<gpu::OpProfile>(*stream_);
   }
   ~GpuBackend() override {
     // Wait for queued work before the buffers it uses are freed (member destructors below).
@@ -155,22 +158,30 @@ class GpuBackend final : public Backend {
 
   // ---- ops
   void embedding(float* x, const ops::StoredMatrix& table, const int32_t* ids, int64_t N) override {
+    const auto timed = prof_->time("embedding");
     require_dtype(table.dtype, "the embedding table");
     const auto* ids_d = stage(ids_stage_, ids, N);
     gpu::embedding_rows(table.dtype, matrix(table), ids_d, x, N, table.cols, table.rows, *stream_);
   }
   void rmsnorm_forward(float* y, float* rstd, const float* x, const float* w, int64_t N, int64_t C,
                        float eps) override {
+    const auto timed = prof_->time("rmsnorm_forward");
     gpu::rmsnorm_forward(y, rstd, x, vec(w, C), N, C, eps, *stream_);
   }
   void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD) override {
+    const auto timed = prof_->time("rope_forward");
     gpu::rope_forward(x, cos, sin, N, H, HD, *stream_);
   }
   void swiglu_forward(float* h, const float* gate, const float* up, int64_t n) override {
+    const auto timed = prof_->time("swiglu_forward");
     gpu::swiglu_forward(h, gate, up, n, *stream_);
   }
-  void add_inplace(float* y, const float* x, int64_t n) override { gpu::add_inplace(y, x, n, *stream_); }
+  void add_inplace(float* y, const float* x, int64_t n) override {
+    const auto timed = prof_->time("add_inplace");
+    gpu::add_inplace(y, x, n, *stream_);
+  }
   void lora_dropout(float* xd, const float* x, int64_t N, int64_t in, const ops::DropoutSite& d) override {
+    const auto timed = prof_->time("lora_dropout");
     const int64_t* rows_d = d.rows != nullptr ? stage(rows_stage_, d.rows, N) : nullptr;
     gpu::lora_dropout(xd, x, N, in, ops::dropout::stream_base(d), ops::dropout::threshold(d.p),
                       ops::dropout::keep_scale(d.p), rows_d, d.row0, *stream_);
@@ -178,10 +189,12 @@ class GpuBackend final : public Backend {
   void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          const uint8_t* key_valid, const int64_t* seg_start,
                          const ops::AttentionShape& s) override {
+    const auto timed = prof_->time("attention_forward");
     gpu::attention_forward(out, lse, q, k, v, key_valid, seg_start, s, *stream_);
   }
   void linear_forward(float* y, const float* x, const ops::StoredMatrix& w, const float* bias,
                       int64_t N) override {
+    const auto timed = prof_->time("linear_forward", [&] { return weight_shape(w); });
     if (precision_ == Precision::kBf16) {
       const uint16_t* xb = to_bf16(act_bf16_, x, N * w.cols);  // (N, cols)
       const uint16_t* wb = nullptr;
@@ -199,6 +212,7 @@ class GpuBackend final : public Backend {
   }
   void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
                              bool accumulate) override {
+    const auto timed = prof_->time("linear_backward_input", [&] { return weight_shape(w); });
     if (precision_ == Precision::kBf16) {
       const uint16_t* dyb = to_bf16(act_bf16_, dy, N * w.rows);  // (N, rows)
       const uint16_t* wb = nullptr;
@@ -216,40 +230,49 @@ class GpuBackend final : public Backend {
     }
   }
   void undo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
+    const auto timed = prof_->time("undo_gguf_qk_permutation");
     gpu::undo_gguf_qk_permutation(x, N, H, HD, *stream_);
   }
   void redo_gguf_qk_permutation(float* x, int64_t N, int64_t H, int64_t HD) override {
+    const auto timed = prof_->time("redo_gguf_qk_permutation");
     gpu::redo_gguf_qk_permutation(x, N, H, HD, *stream_);
   }
   void rmsnorm_backward(float* dx, const float* dy, const float* x, const float* w, const float* rstd,
                         int64_t N, int64_t C) override {
+    const auto timed = prof_->time("rmsnorm_backward");
     gpu::rmsnorm_backward(dx, nullptr, dy, x, vec(w, C), rstd, N, C, *stream_);
   }
   void rope_backward(float* dx, const float* cos, const float* sin, int64_t N, int64_t H, int64_t HD) override {
+    const auto timed = prof_->time("rope_backward");
     gpu::rope_backward(dx, cos, sin, N, H, HD, *stream_);
   }
   void swiglu_backward(float* dgate, float* dup, const float* dh, const float* gate, const float* up,
                        int64_t n) override {
+    const auto timed = prof_->time("swiglu_backward");
     gpu::swiglu_backward(dgate, dup, dh, gate, up, n, *stream_);
   }
   void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* out,
                           const float* lse, const float* q, const float* k, const float* v,
                           const uint8_t* key_valid, const int64_t* seg_start,
                           const ops::AttentionShape& s) override {
+    const auto timed = prof_->time("attention_backward");
     if (out == nullptr || lse == nullptr)
       throw Internal("gpu attention_backward needs the forward's output and logsumexp");
     gpu::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, key_valid, seg_start, s, *stream_);
   }
   ops::LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const int64_t* targets,
                                            int64_t N, int64_t V, float scale) override {
+    const auto timed = prof_->time("cross_entropy_loss_backward");
     const ops::LossSum sum = losses(logits, targets, N, V);  // before dlogits may overwrite logits
     gpu::cross_entropy_backward(dlogits, logits, stage(targets_stage_, targets, N), N, V, scale, *stream_);
     return sum;
   }
   ops::LossSum cross_entropy_sum(const float* logits, const int64_t* targets, int64_t N, int64_t V) override {
+    const auto timed = prof_->time("cross_entropy_sum");
     return losses(logits, targets, N, V);
   }
   void gather_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
+    const auto timed = prof_->time("gather_rows");
     if (M == 0) return;
     const int64_t* rows_d = stage(rows_stage_, rows, M);
     if (dst != src) {
@@ -263,18 +286,27 @@ class GpuBackend final : public Backend {
     copy(dst, t, static_cast<size_t>(M * C) * sizeof(float));
   }
   void scatter_rows(float* dst, const float* src, const int64_t* rows, int64_t M, int64_t C) override {
+    const auto timed = prof_->time("scatter_rows");
     if (M == 0) return;
     gpu::scatter_rows(dst, src, stage(rows_stage_, rows, M), M, C, *stream_);
   }
   void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
             int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) override {
+    const auto timed = prof_->time("gemm");
     gpu::gemm(*blas_, ta == Trans::kYes, tb == Trans::kYes, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
 
-  double sum_squares(const float* x, int64_t n, double init) override { return gpu::sum_squares(x, n, init, *stream_); }
-  void scale(float* x, int64_t n, float s) override { gpu::scale_inplace(x, s, n, *stream_); }
+  double sum_squares(const float* x, int64_t n, double init) override {
+    const auto timed = prof_->time("sum_squares");
+    return gpu::sum_squares(x, n, init, *stream_);
+  }
+  void scale(float* x, int64_t n, float s) override {
+    const auto timed = prof_->time("scale");
+    gpu::scale_inplace(x, s, n, *stream_);
+  }
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const ops::AdamWHyper& h, double lr,
                     int64_t step) override {
+    const auto timed = prof_->time("adamw_update");
     gpu::adamw_update(p, g, m, v, n, gpu::AdamWScalars{lr, h.beta1, h.beta2, h.eps, h.weight_decay}, step, *stream_);
   }
 
@@ -344,6 +376,11 @@ class GpuBackend final : public Backend {
                     "). Lower the batch (micro_batch_size, sequence_len) or the context "
                     "(--ctx-size), turn on gradient_checkpointing, or quantize the base (adapter: qlora, "
                     "--base-quant nf4); `medtune train --dry-run` prints a training run's device plan");
+  }
+
+  // " 32000x4096 BF16": the profile's key of a linear op (gpu/op_profile.h).
+  static std::string weight_shape(const ops::StoredMatrix& w) {
+    return " " + std::to_string(w.rows) + "x" + std::to_string(w.cols) + " " + std::string(dtype_name(w.dtype));
   }
 
   int64_t cached_bytes() const {
@@ -420,6 +457,7 @@ class GpuBackend final : public Backend {
   gpu::DeviceInfo info_;
   std::unique_ptr<gpu::Stream> stream_;
   std::unique_ptr<gpu::Blas> blas_;
+  std::unique_ptr<gpu::OpProfile> prof_;  // MEDTUNE_GPU_PROFILE (gpu/op_profile.h)
   // Declared after the stream: destroyed before it.
   std::unordered_map<void*, gpu::DeviceBuffer> live_;
   std::multimap<size_t, gpu::DeviceBuffer> free_;
