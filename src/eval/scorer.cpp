@@ -22,9 +22,13 @@ Scoring parse_scoring(const std::string& name) {
 
 namespace {
 
-// Questions per thread from which score_questions hands whole questions to threads: the tail
-// (at most one question per thread still running) then costs little next to the run.
-constexpr int64_t kQuestionsPerThread = 4;
+// Questions per thread from which score_questions hands whole questions to threads. One: the
+// tail (at most one question per thread still running) can cost up to a question's time, but
+// splitting every small op over all threads instead costs far more as threads grow. Measured on
+// the H200 machine's 16-vCPU Intel host: 48 questions (3 per thread, then below the old bound of
+// 4) took 74 s with each op split over 16 threads, OpenBLAS's threads spinning in sched_yield
+// (0.65 questions/s), while 300 questions, whole questions per thread, ran at 5.2/s.
+constexpr int64_t kQuestionsPerThread = 1;
 
 // Padded tokens per forward pass when a device scores questions in batches: 16 MedQA questions
 // (~250 tokens each) by letter, or 4 by option text; activations of a 7B model at this size are
@@ -375,8 +379,9 @@ std::vector<QuestionResult> score_questions(model::LlamaModel& model, const Prom
   // regions get one thread, OpenBLAS runs serially), so a forward crosses no barrier and no
   // thread waits on another. Splitting each small op over the threads instead spent most of
   // the CPU time spinning at barriers (SmolLM2: 9 heads, 3 panels of k_proj for 2 threads).
-  // Few questions per thread: one at a time, each op over all threads (an uneven tail would
-  // leave threads idle). Each question's numbers do not depend on which way it ran.
+  // Fewer questions than threads: one at a time, each op over all threads (whole questions
+  // would leave threads idle; a large model's question then still uses every core). Each
+  // question's numbers do not depend on which way it ran.
   // A device backend runs one question at a time from this thread (its stream is not shared).
   const int threads = omp_get_max_threads();
   const bool per_question = model.backend().device().is_cpu() && threads > 1 && n >= kQuestionsPerThread * threads;

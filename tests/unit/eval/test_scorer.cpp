@@ -108,7 +108,7 @@ TEST(ScorerSlow, QuestionsInParallelGiveTheNumbersOfOneAtATime) {
   if (path.empty()) GTEST_SKIP() << "MEDTUNE_SMOLLM2_GGUF is not set (scripts/fetch_model.sh fetches the model)";
   const PromptRenderer& prompts = smollm2_prompts();
   model::LlamaModel m(io::open_checkpoint(path));
-  const auto qs = items(8);  // 4 per thread at 2 threads: the per-question path
+  const auto qs = items(8);  // 4 per thread at 2 threads: the per-question path (from 1 per thread)
   const int saved = omp_get_max_threads();
   for (const Scoring s : {Scoring::letter, Scoring::text}) {
     omp_set_num_threads(1);
