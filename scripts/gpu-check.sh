@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# The one prepared script for a GPU machine (issue #14; docs/gpu.md). NEVER RUN ON A GPU YET.
+# The one prepared script for a GPU machine (issue #14; docs/gpu.md). Run on one H200 in session 31.
 #
 # Here, before the run (the GPU machine has no network and none of the project's Debian packages):
 #   bash scripts/gpu-compile-check.sh      # CUDA build of the whole project, MEDTUNE_NATIVE=OFF, and
 #                                          # build-gpu-cuda/medtune-gpu-bundle.tar.xz (scripts/gpu-bundle.sh)
-#   cp models/SmolLM2-135M-Instruct.Q4_1.gguf gpu-model/   # optional: the real model (94 MiB, over
-#                                          # the carry limit: gpu-model/ is not ignored, so it travels
-#                                          # with the working tree; delete it after, never commit it)
-#   cp ../shared/data/medqa/dev.jsonl gpu-model/medqa-dev.jsonl   # optional, with the real model:
-#                                          # stage 5c (the same rules: delete after, never commit)
+#   The real SmolLM2 (94 MiB) and ../shared/data/medqa/dev.jsonl (for stage medqa) are optional;
+#   the model is too large to travel in one call with the bundle (64 MiB per call): docs/gpu.md
+#   ("On a GPU machine") says how session 31 sent it in pieces over three calls to one warm
+#   machine and pointed MEDTUNE_SMOLLM2_GGUF at it; the dev split goes to gpu-model/medqa-dev.jsonl.
+#   Never commit either.
 # Then, through the device tool, from the repository root, carrying the bundle:
 #   bash scripts/gpu-check.sh              # summary, results.jsonl and the logs' tarball under $OUT
 #                                          # (./gpu-check-out where OUT is unset)
+# Environment: GPU_CHECK_STAGES (below), MEDQA_LIMIT (stage medqa's first N questions; 0: all),
+# HF_CASES (at most this many HF anchor cases), BENCH_BUDGET_S (stage bench starts no case after
+# this many seconds of the run; 470).
 # Sized for a 15-minute lease: under 9 minutes; every stage has a timeout.
 #
 # Rehearsal, here, without a GPU: GPU_CHECK_REHEARSAL=1 bash scripts/gpu-check.sh runs every stage
@@ -20,34 +23,39 @@
 # bundle, the commands' options, the JSON it reads, its records) is checked before the one run
 # that counts. A rehearsal says nothing about the GPU, and its summary says so.
 #
-# Stages (each prints one summary line; FAILED ones make the exit status 1):
-#   1 environment   GPU, driver, toolkit (env.txt)
-#   2 op tests      test_gpu_ops: every registered kernel case against its CPU reference (ops.log);
+# Stages, by the names GPU_CHECK_STAGES takes (each prints one summary line; FAILED ones make the
+# exit status 1; environment and the bundle always):
+#   environment     GPU, driver, toolkit (env.txt)
+#   ops             test_gpu_ops: every registered kernel case against its CPU reference (ops.log);
 #                   from the bundle, or else built standalone from tests/gpu (the previous way)
-#   2b nccl         test_gpu_ops --collectives: the NCCL all-reduce as a world of one rank (id,
+#   nccl            test_gpu_ops --collectives: the NCCL all-reduce as a world of one rank (id,
 #                   communicator, ncclAllReduce of 17 to 3M floats staged from the host and in place
 #                   on device memory, bit for bit); libnccl.so.2 from the GPU image (its CUDA lib
 #                   folders, or the nvidia-nccl wheel torch brings), else gpu-model/libnccl.so.2 if
 #                   it travelled; NOT RUN (not failed) when none is found
-#   3 parity        medtune-parity --device gpu on every tests/fixtures/hf fixture: logits, loss,
+#   cpu             the bundle's test_core and test_ops on the GPU machine's host CPU (an Intel one
+#                   with AVX-VNNI and AMX, which the development machines lack)
+#   parity          medtune-parity --device gpu on every tests/fixtures/hf fixture: logits, loss,
 #                   greedy tokens and LoRA logits against transformers' float64, with
 #                   --precision fp32 (fp32 tolerances) and bf16 (train::bf16_tolerances)
-#   4 train         30 LoRA steps of the embedded default's config on the CPU and on the GPU from
+#   train           30 LoRA steps of the embedded default's config on the CPU and on the GPU from
 #                   the same start: per-step losses compared, fp32 on the GPU (within 1e-3), and
 #                   bf16 reported (random SmolLM2-shaped weights, or the real SmolLM2 when present)
-#   5 eval          the fictional test questions scored on the CPU and on the GPU: the same
+#   eval            the fictional test questions scored on the CPU and on the GPU: the same
 #                   predictions at fp32 and the largest |Δ log-likelihood|; bf16's agreement reported
-#   5c medqa        the MedQA dev split scored on the CPU and on the GPU (real SmolLM2 and
+#   medqa           the MedQA dev split scored on the CPU and on the GPU (real SmolLM2 and
 #                   gpu-model/medqa-dev.jsonl, copied from ../shared/data/medqa/dev.jsonl before the
 #                   run, never committed): the same predictions at fp32; bf16's agreement reported
-#   5b serve        medtune serve --device gpu: a greedy completion equals generate --device gpu;
+#   serve           medtune serve --device gpu: a greedy completion equals generate --device gpu;
 #                   4 concurrent requests against their answers alone (reported); generate's
 #                   device memory plan against its peak (reported)
-#   6 default       the embedded default trained and evaluated on the GPU (real SmolLM2 only):
+#   default         the embedded default trained and evaluated on the GPU (real SmolLM2 only):
 #                   test accuracy >= 90%, as on the CPU (docs/training.md)
-#   7 memory        200 training steps on the GPU: the backend's peak bytes after step 5 and after
+#   memory          200 training steps on the GPU: the backend's peak bytes after step 5 and after
 #                   step 200 (flat: equal)
-#   8 bench         random-weight Llama-2-7B shapes, side by side in this run: medtune
+#   profile         MEDTUNE_GPU_PROFILE=1 (src/gpu/op_profile.h): each op's time in a 7B training
+#                   step, 16 x 512 scoring and batch-1 decode (profile-*.txt)
+#   bench           random-weight Llama-2-7B shapes, side by side in this run: medtune
 #                   (bench_train_step, bench_forward --device gpu) and ../shared/bench/hf_peft_anchor.py
 #                   when torch and peft are importable here (copy it to bench/hf_peft_anchor.py before
 #                   the run: ../shared does not travel): LoRA r16 qkvo 8 x 512 with and without
@@ -67,7 +75,7 @@ for st in $stages; do
   case " $all_stages " in *" $st "*) ;; *) echo "GPU_CHECK_STAGES: unknown stage '$st' (stages: $all_stages)"; exit 2 ;; esac
 done
 want() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-# MEDQA_LIMIT: stage 5c scores the first N questions of the dev split (all 1,272 with 0).
+# MEDQA_LIMIT: stage medqa scores the first N questions of the dev split (all 1,272 with 0).
 medqa_limit=${MEDQA_LIMIT:-0}
 gpu=gpu  # the device of the stages' GPU runs
 if [ "$rehearsal" = 1 ]; then

@@ -338,7 +338,8 @@ void add_train_command(CLI::App& app) {
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;
     hooks.overwrite_output_dir = args->overwrite_output_dir;
-    // GPU ranks all-reduce through NCCL/RCCL when the build has it (never run yet: docs/distributed.md).
+    // GPU ranks all-reduce through NCCL/RCCL when the build has it (run only as a world of one
+    // GPU: docs/distributed.md).
     std::unique_ptr<dist::Communicator> gpu_comm;
     if (comm.size() > 1 && !be.device().is_cpu()) gpu_comm = dist::with_gpu_collectives(comm, be.device().index);
     hooks.comm = gpu_comm ? gpu_comm.get() : &comm;

@@ -188,7 +188,7 @@ Backend& cpu_bf16();
 // and the row kernels give a token the same bits, ops/linear.h) and are kept for the dtypes they
 // cover. BadInput for the CPU at bf16, which has no batch-invariant kernels. A GPU
 // backend is returned as it is: its GEMMs are NOT known to be batch-invariant (cuBLAS may pick
-// another algorithm per shape), and the GPU path has never run on a GPU.
+// another algorithm per shape).
 Backend& batch_invariant(Backend& be);
 
 // The backend for `d` computing at `p`: the CPU one, or the GPU backend of this build for device

@@ -3,7 +3,8 @@
 // tokens at a time. llama.cpp's quantized prompt speed comes from such a kernel; medtune's row
 // kernels were no faster than its fp32 path for prompts (BENCHMARKS.md). Three kernels: AVX-512
 // VNNI (int8_gemm_avx512vnni.cpp), and on 256-bit registers one body (int8_gemm_avx2_body.h) on
-// AVX2's instructions (int8_gemm_avx2.cpp) or on AVX-VNNI's (int8_gemm_avxvnni.cpp, never run).
+// AVX2's instructions (int8_gemm_avx2.cpp) or on AVX-VNNI's (int8_gemm_avxvnni.cpp, run only by
+// its unit tests, on an Intel host: docs/decisions/cpu-dispatch.md).
 //
 // Layout (why it differs from the row kernels'): one 512-bit vpdpbusd multiplies 16 tokens' 4
 // activation bytes (one zmm, built once per call by pack_tokens) with 4 bytes of one weight row

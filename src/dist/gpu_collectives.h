@@ -1,7 +1,7 @@
 // The GPU engine of dist/communicator.h: the gradient all-reduce through NCCL (CUDA) or RCCL
 // (ROCm), bootstrapped through the job's MPI communicator (ncclGetUniqueId on rank 0, broadcast);
-// everything else (start-up checks, stop flags, evaluation results) stays on MPI. NEVER RUN: no
-// session has had GPUs; it compiles in GPU builds (scripts/gpu-compile-check.sh).
+// everything else (start-up checks, stop flags, evaluation results) stays on MPI. Run only as a
+// world of one GPU (an H200, docs/distributed.md); never with several GPUs.
 #pragma once
 
 #include <memory>

@@ -1,8 +1,8 @@
 // NCCL (CUDA) or RCCL (ROCm) for the data-parallel gradient all-reduce (dist/communicator.h's GPU
 // engine). Vendor-free: src/gpu/vendor.h maps the names; RCCL keeps NCCL's API, so one source
 // serves both. Compiled only in GPU builds that found the library (cmake/gpu.cmake defines
-// MEDTUNE_GPU_WITH_COLLECTIVES). NEVER RUN: no session has had
-// GPUs to run it on; scripts/gpu-check.sh is meant to run it as a 1-GPU world.
+// MEDTUNE_GPU_WITH_COLLECTIVES). Run as a 1-GPU world on an H200 (scripts/gpu-check.sh, stage
+// nccl); never with several GPUs.
 #pragma once
 
 #include <array>

@@ -1,7 +1,8 @@
 // The GPU backend (backend/backend.h) over the kernels of src/gpu/: plain C++ (no vendor header),
 // compiled in -DMEDTUNE_GPU=cuda|hip builds only (cmake/gpu.cmake), the same file for CUDA and HIP.
 //
-// NEVER RUN ON A GPU YET: compiled and linked for sm_80/sm_90 and gfx90a only (docs/gpu.md).
+// Run on one NVIDIA H200 (session 31: every stage of scripts/gpu-check.sh, docs/gpu.md); compiled
+// for gfx90a, never run on an AMD GPU.
 //
 // Weights stay resident in their stored dtype and are dequantized a chunk of rows at a time into a
 // workspace just before each GEMM (never a full fp32 copy of a quantized matrix). The linear
