@@ -2,9 +2,10 @@
 # Packs what scripts/gpu-check.sh runs on the GPU machine, from a CUDA build made here:
 #   bash scripts/gpu-bundle.sh [BUILD_DIR]     (default build-gpu-cuda, as gpu-compile-check.sh makes it)
 # writes BUILD_DIR/medtune-gpu-bundle.tar.xz: bin/ (medtune, medtune-parity, medtune-random-llama,
-# bench_train_step, bench_forward, test_gpu_ops, test_core, test_ops) and lib/ (the shared libraries they need that a bare
-# GPU image lacks: OpenBLAS, ICU, yaml-cpp, PCRE2, libcrypto, libgomp, libgfortran...; not glibc or
-# libstdc++, which the GPU image has in newer versions, nor cuBLAS, which comes with its CUDA toolkit).
+# bench_train_step, bench_forward, test_gpu_ops, test_core, test_ops) and lib/ (the shared libraries
+# they need that a bare GPU image lacks: OpenBLAS, ICU, yaml-cpp, PCRE2, libcrypto, libgomp,
+# libgfortran...; not glibc or libstdc++, which the GPU image has in newer versions, nor cuBLAS,
+# which comes with its CUDA toolkit).
 # The GPU machine has no network and none of the Debian packages the project builds against, so
 # the binaries travel: pass the tarball in the device tool's `carry` (64 MiB limit; the script
 # fails above it). Built with MEDTUNE_NATIVE=OFF (gpu-compile-check.sh does it so): the GPU

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/runtime.h"
@@ -27,8 +28,6 @@ class OpProfile {
   OpProfile(const OpProfile&) = delete;
   OpProfile& operator=(const OpProfile&) = delete;
   ~OpProfile() { print(); }
-
-  bool on() const { return on_; }
 
   class Scope {
    public:
