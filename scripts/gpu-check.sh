@@ -5,10 +5,9 @@
 #   bash scripts/gpu-compile-check.sh      # CUDA build of the whole project, MEDTUNE_NATIVE=OFF, and
 #                                          # build-gpu-cuda/medtune-gpu-bundle.tar.xz (scripts/gpu-bundle.sh)
 #   The real SmolLM2 (94 MiB) and ../shared/data/medqa/dev.jsonl (for stage medqa) are optional;
-#   the model is too large to travel in one call with the bundle (64 MiB per call): docs/gpu.md
-#   ("On a GPU machine") says how session 31 sent it in pieces over three calls to one warm
-#   machine and pointed MEDTUNE_SMOLLM2_GGUF at it; the dev split goes to gpu-model/medqa-dev.jsonl.
-#   Never commit either.
+#   the model is too large to travel in one call with the bundle (64 MiB per call):
+#   scripts/gpu-carry.sh splits it and prints the three calls to one warm machine that session
+#   31 made (docs/gpu.md, "On a GPU machine"). Never commit either file.
 # Then, through the device tool, from the repository root, carrying the bundle:
 #   bash scripts/gpu-check.sh              # summary, results.jsonl and the logs' tarball under $OUT
 #                                          # (./gpu-check-out where OUT is unset)
@@ -72,7 +71,10 @@ rehearsal=${GPU_CHECK_REHEARSAL:-0}
 all_stages="ops nccl cpu parity train eval medqa serve default memory profile bench"
 stages=${GPU_CHECK_STAGES:-$all_stages}
 for st in $stages; do
-  case " $all_stages " in *" $st "*) ;; *) echo "GPU_CHECK_STAGES: unknown stage '$st' (stages: $all_stages)"; exit 2 ;; esac
+  case " $all_stages " in
+    *" $st "*) ;;
+    *) echo "GPU_CHECK_STAGES: unknown stage '$st' (stages: $all_stages)"; exit 2 ;;
+  esac
 done
 want() { case " $stages " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 # MEDQA_LIMIT: stage medqa scores the first N questions of the dev split (all 1,272 with 0).
@@ -149,7 +151,9 @@ if [ -f "$bundle" ]; then
   # folder lacks it, in the folder of the pip wheel PyTorch uses (nvidia-cublas).
   for lib in $(ldd "$bin/medtune" | awk '/not found/{print $1}'); do
     found=$(find /usr/local/cuda*/ /opt /usr/lib -name "$lib" 2>/dev/null | head -n 1)
-    [ -n "$found" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$found") && echo "$lib: $found"
+    [ -n "$found" ] || continue
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "$found")
+    echo "$lib: $found"
   done
   "$bin/medtune" doctor --no-op-tests > "$out/doctor.txt" 2>&1 || true
   if ldd "$bin/medtune" | grep -q "not found"; then
