@@ -30,11 +30,14 @@ std::string lower(std::string s) {
   return s;
 }
 
-// OpenBLAS's x86 cores with AVX2 + FMA kernels (0.3.21's names; later versions add more, which
-// this list then treats as weak only if they lack AVX2, as their names below say).
-bool has_avx2_kernels(const std::string& core) {
+// OpenBLAS's x86 cores without AVX2 kernels (0.3.21's names, driver/others/dynamic.c). A name
+// not listed (a newer core this list does not know) is left alone rather than replaced.
+bool lacks_avx2_kernels(const std::string& core) {
   const std::string c = lower(core);
-  for (const char* name : {"haswell", "skylakex", "cooperlake", "sapphirerapids", "zen"})
+  for (const char* name : {"katmai", "coppermine", "northwood", "prescott", "banias", "atom", "core2",
+                           "penryn", "dunnington", "nehalem", "sandybridge", "athlon", "opteron",
+                           "opteron_sse3", "barcelona", "nano", "bobcat", "bulldozer", "piledriver",
+                           "steamroller", "excavator"})
     if (c == name) return true;
   return false;
 }
@@ -61,7 +64,7 @@ __attribute__((constructor(200))) void select_blas_core_before_main() { (void)bl
 }  // namespace
 
 std::string better_blas_core(const std::string& detected, const CpuFeatures& f) {
-  if (has_avx2_kernels(detected) || !(f.avx2 && f.fma)) return "";
+  if (!lacks_avx2_kernels(detected) || !(f.avx2 && f.fma)) return "";
   return f.avx512f && f.avx512bw && f.avx512vl ? "SkylakeX" : "Haswell";
 }
 

@@ -16,7 +16,8 @@ struct BlasCore {
 
 // The core to ask OpenBLAS for when it detected `detected` on a CPU with `f`, or "" to keep it:
 // "SkylakeX" on an AVX-512 (F, BW, VL) CPU, "Haswell" on an AVX2 + FMA one, when `detected` is
-// a core without AVX2 kernels. Pure: the decision, tested on its own.
+// one of OpenBLAS's x86 cores without AVX2 kernels (an unknown name is kept). Pure: the decision,
+// tested on its own.
 std::string better_blas_core(const std::string& detected, const CpuFeatures& f);
 
 // Runs OpenBLAS's core selection again for `name` (its OPENBLAS_CORETYPE names) and returns the
