@@ -126,6 +126,21 @@ void gemm(const Blas& blas, bool trans_a, bool trans_b, int64_t M, int64_t N, in
                              as_int(ldc, op)));
 }
 
+// As gemm, batch products at once: the same transposition argument per product, and each
+// product's column-major Cᵀ_i = op(B_i)ᵀ·op(A_i)ᵀ starts at its row-major C_i.
+void gemm_strided_batched(const Blas& blas, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                          float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
+                          int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
+                          int64_t stride_c, int64_t batch) {
+  const char* op = "gpu::gemm_strided_batched";
+  if (M == 0 || N == 0 || batch == 0) return;
+  if (K == 0) throw Internal("gpu::gemm_strided_batched: K = 0");
+  GPUBLAS_CHECK(gpublasSgemmStridedBatched(
+      handle_of(blas), trans_b ? GPUBLAS_OP_T : GPUBLAS_OP_N, trans_a ? GPUBLAS_OP_T : GPUBLAS_OP_N,
+      as_int(N, op), as_int(M, op), as_int(K, op), &alpha, B, as_int(ldb, op), stride_b, A,
+      as_int(lda, op), stride_a, &beta, C, as_int(ldc, op), stride_c, as_int(batch, op)));
+}
+
 // As gemm (the same transposition argument), through GemmEx with bf16 A and B.
 void gemm_bf16(const Blas& blas, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C,

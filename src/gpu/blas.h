@@ -59,6 +59,15 @@ void linear_backward_weight(const Blas& blas, float* dw, const float* dy, const 
 void gemm(const Blas& blas, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// gemm over `batch` independent products: A_i = A + i * stride_a (likewise B_i, C_i; strides in
+// elements), each with gemm's contract, in one BLAS call (cuBLAS / hipBLAS SgemmStridedBatched,
+// fp32 as gemm). The GEMM attention (gpu/attention_gemm.cu): the kv heads of one batch row. C_i
+// must not overlap each other; K = 0 is not supported (Internal).
+void gemm_strided_batched(const Blas& blas, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                          float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
+                          int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
+                          int64_t stride_c, int64_t batch);
+
 // The same with bf16 inputs (bit patterns, as f32_to_bf16 writes them) and an fp32 output,
 // products and sums in fp32 (cuBLAS/hipBLAS GemmEx, compute type 32F: tensor cores where the chip
 // has them). The bf16 path of the GPU backend: activations and weights rounded to bf16 once, the

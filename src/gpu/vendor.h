@@ -254,6 +254,7 @@ inline constexpr gpublasOperation_t GPUBLAS_OP_T = CUBLAS_OP_T;
 #define gpublasDestroy cublasDestroy
 #define gpublasSetStream cublasSetStream
 #define gpublasSgemm cublasSgemm
+#define gpublasSgemmStridedBatched cublasSgemmStridedBatched
 // bf16 inputs, fp32 output and accumulation (gemm_bf16).
 #define gpublasGemmEx cublasGemmEx
 inline constexpr cudaDataType_t GPUBLAS_R_16BF = CUDA_R_16BF;
@@ -279,6 +280,7 @@ inline constexpr gpublasOperation_t GPUBLAS_OP_T = HIPBLAS_OP_T;
 #define gpublasDestroy hipblasDestroy
 #define gpublasSetStream hipblasSetStream
 #define gpublasSgemm hipblasSgemm
+#define gpublasSgemmStridedBatched hipblasSgemmStridedBatched
 // bf16 inputs, fp32 output and accumulation (gemm_bf16). The pre-V2 signature: the compute type is
 // a hipblasDatatype_t (ROCm 5 and 6 without HIPBLAS_V2).
 #define gpublasGemmEx hipblasGemmEx

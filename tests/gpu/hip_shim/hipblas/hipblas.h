@@ -6,6 +6,7 @@
 #pragma once
 
 #include <hip/hip_runtime_api.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,6 +60,14 @@ hipblasStatus_t hipblasSgemm(hipblasHandle_t handle, hipblasOperation_t transA,
                              hipblasOperation_t transB, int m, int n, int k, const float* alpha,
                              const float* AP, int lda, const float* BP, int ldb, const float* beta,
                              float* CP, int ldc);
+// hipBLAS's stride type (int64_t since ROCm 3.x).
+typedef int64_t hipblasStride;
+hipblasStatus_t hipblasSgemmStridedBatched(hipblasHandle_t handle, hipblasOperation_t transA,
+                                           hipblasOperation_t transB, int m, int n, int k,
+                                           const float* alpha, const float* AP, int lda,
+                                           hipblasStride strideA, const float* BP, int ldb,
+                                           hipblasStride strideB, const float* beta, float* CP,
+                                           int ldc, hipblasStride strideC, int batchCount);
 hipblasStatus_t hipblasGemmEx(hipblasHandle_t handle, hipblasOperation_t transA,
                               hipblasOperation_t transB, int m, int n, int k, const void* alpha,
                               const void* A, hipblasDatatype_t aType, int lda, const void* B,
