@@ -10,10 +10,15 @@
 // backend's precision: fp32 through cuBLAS/hipBLAS SGEMM (no TF32), or bf16: the activations and
 // the weight chunk rounded to bf16 (a BF16 checkpoint's weights read as stored, no conversion),
 // products and sums in fp32 (GemmEx). Everything else, the adapters' GEMMs included, is fp32.
+// Attention from 16 queries per row on: the GEMM attention (gpu/attention_gemm.cu, fp32 SGEMMs;
+// written in session 32 and NEVER RUN on a GPU yet); decode steps and calls too long for its
+// workspace bound: the tiled kernel (gpu/attention.cu). MEDTUNE_GPU_ATTENTION=tiled forces the
+// tiled kernel everywhere.
 // Every call is queued on one stream; host-side index lists are staged into device memory on it.
 // MEDTUNE_GPU_PROFILE=1 times each op (gpu/op_profile.h) and prints the table at exit.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +28,7 @@
 #include "backend/backend.h"
 #include "backend/gpu_factory.h"
 #include "core/error.h"
+#include "gpu/attention_plan.h"
 #include "gpu/blas.h"
 #include "gpu/op_profile.h"
 #include "gpu/ops.h"
@@ -59,7 +65,7 @@ class GpuBackend final : public Backend {
   Precision precision() const override { return precision_; }
   std::string describe() const override {
     return "gpu:" + std::to_string(index_) + " " + gpu::describe(info_) + ", " + precision_name(precision_) +
-           " linear layers, " + gpu::blas_library();
+           " linear layers, " + gpu::blas_library() + (gemm_attention_ ? ", GEMM attention" : ", tiled attention");
   }
 
   // ---- memory: a cache of freed buffers by rounded size (all use is ordered on one stream, so
@@ -198,6 +204,15 @@ class GpuBackend final : public Backend {
   void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                          const uint8_t* key_valid, const int64_t* seg_start,
                          const ops::AttentionShape& s) override {
+    const gpu::AttentionGemmPlan plan =
+        gpu::plan_attention_gemm(s.B, s.T, s.past + s.T, s.NH, s.NKV, /*backward=*/false);
+    if (gemm_attention_ && plan.use) {
+      const auto timed = prof_->time("attention_forward gemm");
+      attn_work_.resize_for(*this, static_cast<size_t>(plan.workspace_bytes()));
+      gpu::attention_forward_gemm(*blas_, attn_work_.p, static_cast<int64_t>(attn_work_.bytes), out, lse, q, k,
+                                  v, key_valid, seg_start, s);
+      return;
+    }
     const auto timed = prof_->time("attention_forward");
     gpu::attention_forward(out, lse, q, k, v, key_valid, seg_start, s, *stream_);
   }
@@ -264,9 +279,18 @@ class GpuBackend final : public Backend {
                           const float* lse, const float* q, const float* k, const float* v,
                           const uint8_t* key_valid, const int64_t* seg_start,
                           const ops::AttentionShape& s) override {
-    const auto timed = prof_->time("attention_backward");
     if (out == nullptr || lse == nullptr)
       throw Internal("gpu attention_backward needs the forward's output and logsumexp");
+    const gpu::AttentionGemmPlan plan =
+        gpu::plan_attention_gemm(s.B, s.T, s.past + s.T, s.NH, s.NKV, /*backward=*/true);
+    if (gemm_attention_ && plan.use) {
+      const auto timed = prof_->time("attention_backward gemm");
+      attn_work_.resize_for(*this, static_cast<size_t>(plan.workspace_bytes()));
+      gpu::attention_backward_gemm(*blas_, attn_work_.p, static_cast<int64_t>(attn_work_.bytes), dq, dk, dv,
+                                   dout, out, lse, q, k, v, key_valid, seg_start, s);
+      return;
+    }
+    const auto timed = prof_->time("attention_backward");
     gpu::attention_backward(dq, dk, dv, dout, out, lse, q, k, v, key_valid, seg_start, s, *stream_);
   }
   ops::LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const int64_t* targets,
@@ -479,6 +503,18 @@ class GpuBackend final : public Backend {
   int64_t held_ = 0;  // bytes of live and cached buffers (allocated from the device, not resident)
   int64_t peak_ = 0;  // most of held_ + resident_bytes_ at once
   Scratch ids_stage_, rows_stage_, targets_stage_, loss_rows_, tmp_, work_, work_bf16_, act_bf16_;
+  Scratch attn_work_;  // the GEMM attention's scores (gpu/attention_plan.h)
+  // MEDTUNE_GPU_ATTENTION: "gemm" (default: the GEMM attention where its plan applies) or
+  // "tiled" (the tiled kernel for every call, as before session 32).
+  bool gemm_attention_ = attention_kernel_from_env();
+
+  static bool attention_kernel_from_env() {
+    const char* e = std::getenv("MEDTUNE_GPU_ATTENTION");
+    const std::string v = e != nullptr ? e : "";
+    if (v.empty() || v == "gemm") return true;
+    if (v == "tiled") return false;
+    throw BadInput("MEDTUNE_GPU_ATTENTION=" + v + ": expected gemm (the default) or tiled");
+  }
 };
 
 }  // namespace

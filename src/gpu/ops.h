@@ -11,7 +11,7 @@
 // The GEMMs (cuBLAS / hipBLAS) are in gpu/blas.h.
 // Not here yet (issue #8, later steps): cross-entropy fused with the lm_head in vocabulary
 // chunks, the LoRA side path, bf16 storage variants of the kernels (fp32 -> bf16 rounding is
-// here), tensor-core attention.
+// here), bf16 (tensor-core) attention.
 #pragma once
 
 #include <cstdint>
@@ -121,6 +121,22 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const float* lse, const float* q, const float* k, const float* v,
                         const uint8_t* key_valid, const int64_t* seg_start,
                         const ops::AttentionShape& s, const Stream& stream);
+
+// The same two ops through the vendor's BLAS (gpu/attention_gemm.cu; NEVER RUN on a GPU yet):
+// the scores materialized a chunk of kv heads at a time in `work`, as many kv heads per chunk as
+// work_bytes holds (plan_attention_gemm(...).workspace_bytes() holds the planned chunk;
+// gpu/attention_plan.h), for shapes whose plan has use = true (Internal otherwise, and for a
+// workspace below one kv head). Queued on blas's stream. Same contract as above, any HD.
+class Blas;
+void attention_forward_gemm(const Blas& blas, void* work, int64_t work_bytes, float* out,
+                            float* lse, const float* q, const float* k, const float* v,
+                            const uint8_t* key_valid, const int64_t* seg_start,
+                            const ops::AttentionShape& s);
+void attention_backward_gemm(const Blas& blas, void* work, int64_t work_bytes, float* dq, float* dk,
+                             float* dv, const float* dout, const float* out, const float* lse,
+                             const float* q, const float* k, const float* v,
+                             const uint8_t* key_valid, const int64_t* seg_start,
+                             const ops::AttentionShape& s);
 
 // ---- elementwise and row moves of the forward pass (elementwise.cu). Each element's result is one
 // fp32 addition, one fp32 product or a copy (and, for dropout, integer arithmetic): bit-identical

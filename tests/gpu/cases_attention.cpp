@@ -25,12 +25,24 @@
 //    dQ_d = Σ_j dS_j k_jd (n serial terms): Σ_j ΔdS_j|k_jd| + u·(n + 2)·Σ_j|dS_j k_jd|;
 //    dK_jd, dV_jd sum serially over the group's heads and the queries (NACC = T·group terms):
 //    Σ ΔdS_j|q_d| + u·(NACC + 2)·Σ|dS_j q_d| and Σ P_j·η_j|dO_d| + u·(NACC + 2)·Σ P_j|dO_d|.
+//  The GEMM attention (src/gpu/attention_gemm.cu) differs in the forward only: scores, m and
+//  the weights as above without tiles (its ε_j bound is the same); l = Σ_j e_j in some order
+//  (relative error ≤ (n − 1)u), P_j = e_j·(1/l) rounded twice, out_d = Σ_j P_j v_jd by the BLAS
+//  in some order (n − 1 roundings of the sum, one per product). The e_j errors still cancel in
+//  the normalization; l's and 1/l's are common to the row and scale out_d. So
+//    |Δout_d| ≤ Σ_j P_j·ε_j·|v_jd − out_d| + u·(n + 2)·Σ_j P_j|v_jd| + u·(n + 1)·|out_d|,
+//    |Δlse| ≤ 2·max ε + u·(n + 1) + 2u·|lse − m| + u·|lse|   (no rescale factors).
+//  Its backward forms the same quantities as the tiled one (P from lse, dP and D dots, dS), with
+//  every sum in an order of the BLAS or a butterfly: the bounds above hold for any order.
 //  Each bound also gets u·|ref| for the reference's own rounding to fp32. Where the bound is 0
 //  (padded keys, rows without a visible key, cache rows past T) the GPU must give exactly 0.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
+#include "gpu/attention_plan.h"
+#include "gpu/blas.h"
 #include "gpu/ops.h"
 #include "ops/backward.h"
 #include "ops/ops.h"
@@ -39,6 +51,9 @@
 namespace medtune::gpu_test {
 
 namespace {
+
+// The two GPU implementations of the op (src/gpu/attention.cu, src/gpu/attention_gemm.cu).
+enum class Kernel { kTiled, kGemm };
 
 struct AttnCase {
   ops::AttentionShape s;
@@ -75,7 +90,8 @@ struct Bounds {
 Bounds attention_bounds(const ops::AttentionShape& s, const std::vector<float>& q,
                         const std::vector<float>& k, const std::vector<float>& v,
                         const std::vector<float>& dout, const std::vector<uint8_t>& key_valid,
-                        const int64_t* seg_start) {
+                        const int64_t* seg_start, Kernel kernel) {
+  const bool gemm = kernel == Kernel::kGemm;
   const int64_t HD = s.HD, group = s.NH / s.NKV, S = s.past + s.T;
   const double scale = 1.0 / std::sqrt(static_cast<double>(HD));
   const double nacc = static_cast<double>(s.T * group);
@@ -125,9 +141,15 @@ Bounds attention_bounds(const ops::AttentionShape& s, const std::vector<float>& 
           max_eps = std::max(max_eps, eps[J]);
         }
         const double lse = m + std::log(l);
-        const double acc_u = kU * (static_cast<double>(n) + 2 * nt + 4);
-        const double dlse = 2 * max_eps + acc_u + 2 * kU * std::fabs(lse - m) + kU * std::fabs(lse) +
-                            kU * (2 * nt + (m - smin));
+        const double nd = static_cast<double>(n);
+        // Forward roundings of the sums: the tiled kernel's Σ p·v and l with its rescales; the
+        // GEMM attention's l, 1/l and product (common to the row: coef_out·|out|) and the BLAS's
+        // Σ P·v (acc_u·Σ P|v|).
+        const double acc_u = gemm ? kU * (nd + 2) : kU * (nd + 2 * nt + 4);
+        const double coef_out = gemm ? kU * (nd + 1) : kU;
+        const double dlse = gemm ? 2 * max_eps + kU * (nd + 1) + 2 * kU * std::fabs(lse - m) + kU * std::fabs(lse)
+                                 : 2 * max_eps + acc_u + 2 * kU * std::fabs(lse - m) + kU * std::fabs(lse) +
+                                       kU * (2 * nt + (m - smin));
         const size_t li = static_cast<size_t>((b * s.T + t) * s.NH + h);
         bd.lse_ref[li] = static_cast<float>(lse);
         bd.lse[li] = 2 * dlse;
@@ -148,7 +170,7 @@ Bounds attention_bounds(const ops::AttentionShape& s, const std::vector<float>& 
             a += P[static_cast<size_t>(j)] * eps[static_cast<size_t>(j)] * std::fabs(vj - o[static_cast<size_t>(d)]);
             pv += P[static_cast<size_t>(j)] * std::fabs(vj);
           }
-          dout_err[static_cast<size_t>(d)] = a + acc_u * pv + kU * std::fabs(o[static_cast<size_t>(d)]);
+          dout_err[static_cast<size_t>(d)] = a + acc_u * pv + coef_out * std::fabs(o[static_cast<size_t>(d)]);
           bd.out[qi + static_cast<size_t>(d)] = 2 * dout_err[static_cast<size_t>(d)] + kU * std::fabs(o[static_cast<size_t>(d)]);
         }
         if (s.past != 0 || dout.empty()) continue;  // the backward exists for past = 0 only
@@ -205,9 +227,12 @@ void check_lse(Checks& c, std::vector<float> lse, std::vector<float> ref, const 
   c.within("lse", lse, ref, bound);
 }
 
-void add_case(Registry& r, const std::string& label, const AttnCase& a, bool quick) {
+// kv_chunk: for the GEMM attention, the kv heads its workspace holds (0: the plan's chunk).
+void add_case(Registry& r, const std::string& label, const AttnCase& a, bool quick,
+              Kernel kernel = Kernel::kTiled, int64_t kv_chunk = 0) {
   const ops::AttentionShape s = a.s;
-  const std::string dims = label + "/" +
+  const bool gemm = kernel == Kernel::kGemm;
+  const std::string dims = std::string(gemm ? "gemm_" : "") + label + "/" +
       shape({{"B", s.B}, {"T", s.T}, {"past", s.past}, {"Smax", s.Smax}, {"NH", s.NH},
              {"NKV", s.NKV}, {"HD", s.HD}}) + (a.padded ? ",padded" : "") + (a.packed ? ",packed" : "");
   r.add("attention/" + dims, quick, [=](Checks& c, const gpu::Stream& st) {
@@ -229,7 +254,23 @@ void add_case(Registry& r, const std::string& label, const AttnCase& a, bool qui
       ops::ref::attention_backward<float>(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(),
                                           q.data(), k.data(), v.data(),
                                           a.padded ? key_valid.data() : nullptr, seg_host, s);
-    Bounds bd = attention_bounds(s, q, k, v, backward ? dout : std::vector<float>{}, key_valid, seg_host);
+    Bounds bd = attention_bounds(s, q, k, v, backward ? dout : std::vector<float>{}, key_valid, seg_host,
+                                 kernel);
+    // The GEMM attention's workspace: the backward's plan (the larger), or kv_chunk kv heads of
+    // it; filled with 0xFF bytes (NaNs), so that a read before a write shows in the results.
+    const gpu::AttentionGemmPlan plan =
+        gpu::plan_attention_gemm(s.B, s.T, s.past + s.T, s.NH, s.NKV, backward);
+    c.record(!gemm || plan.use, "the GEMM attention's plan applies to this shape");
+    if (gemm && !plan.use) return;
+    const int64_t work_bytes = !gemm ? 0
+                               : kv_chunk > 0 ? plan.rowstat_bytes + kv_chunk * plan.per_kv_bytes
+                                              : plan.workspace_bytes();
+    if (gemm && kv_chunk > 0)
+      c.record(gpu::kv_heads_fitting(plan, work_bytes, s.NKV) == kv_chunk,
+               "the workspace holds " + std::to_string(kv_chunk) + " kv heads per chunk");
+    GuardedDevice<uint8_t> d_work(static_cast<size_t>(std::max<int64_t>(work_bytes, 1)), st);
+    std::optional<gpu::Blas> blas;
+    if (gemm) blas.emplace(st);
 
     GuardedDevice<float> d_q(q, st), d_k(k, st), d_v(v, st), d_dout(dout, st), d_out(nq, st),
         d_lse(bd.lse_ref.size(), st), d_dq(nq, st), d_dk(nk, st), d_dv(nk, st);
@@ -237,8 +278,14 @@ void add_case(Registry& r, const std::string& label, const AttnCase& a, bool qui
     GuardedDevice<int64_t> d_seg(a.packed ? seg : std::vector<int64_t>(1, 0), st);
     const uint8_t* valid_ptr = a.padded ? d_valid.data() : nullptr;
     const int64_t* seg_ptr = a.packed ? d_seg.data() : nullptr;
-    gpu::attention_forward(d_out.data(), d_lse.data(), d_q.data(), d_k.data(), d_v.data(),
-                           valid_ptr, seg_ptr, s, st);
+    const auto forward = [&](float* o, float* l) {
+      if (gemm)
+        gpu::attention_forward_gemm(*blas, d_work.data(), work_bytes, o, l, d_q.data(), d_k.data(), d_v.data(),
+                                    valid_ptr, seg_ptr, s);
+      else
+        gpu::attention_forward(o, l, d_q.data(), d_k.data(), d_v.data(), valid_ptr, seg_ptr, s, st);
+    };
+    forward(d_out.data(), d_lse.data());
     const std::vector<float> out = d_out.download(st), lse = d_lse.download(st);
     add_ref_rounding(bd.out, out_ref);
     c.guards("out", d_out, st);
@@ -248,13 +295,22 @@ void add_case(Registry& r, const std::string& label, const AttnCase& a, bool qui
     check_lse(c, lse, bd.lse_ref, bd.lse);
     // The output without lse is the same computation.
     GuardedDevice<float> d_out2(nq, st);
-    gpu::attention_forward(d_out2.data(), nullptr, d_q.data(), d_k.data(), d_v.data(), valid_ptr,
-                           seg_ptr, s, st);
+    forward(d_out2.data(), nullptr);
     c.bit_exact("out without lse == out", d_out2.download(st), out);
+    if (gemm) c.guards("workspace (forward)", d_work, st);
     if (!backward) return;
 
-    gpu::attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(),
-                            d_lse.data(), d_q.data(), d_k.data(), d_v.data(), valid_ptr, seg_ptr, s, st);
+    const auto backward_pass = [&] {
+      if (gemm)
+        gpu::attention_backward_gemm(*blas, d_work.data(), work_bytes, d_dq.data(), d_dk.data(),
+                                     d_dv.data(), d_dout.data(), d_out.data(), d_lse.data(), d_q.data(),
+                                     d_k.data(), d_v.data(), valid_ptr, seg_ptr, s);
+      else
+        gpu::attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(),
+                                d_lse.data(), d_q.data(), d_k.data(), d_v.data(), valid_ptr, seg_ptr, s,
+                                st);
+    };
+    backward_pass();
     const std::vector<float> dq = d_dq.download(st), dk = d_dk.download(st), dv = d_dv.download(st);
     add_ref_rounding(bd.dq, dq_ref);
     add_ref_rounding(bd.dk, dk_ref);
@@ -268,9 +324,9 @@ void add_case(Registry& r, const std::string& label, const AttnCase& a, bool qui
     c.within("dq", dq, dq_ref, bd.dq);
     c.within("dk", dk, dk_ref, bd.dk);
     c.within("dv", dv, dv_ref, bd.dv);
+    if (gemm) c.guards("workspace (backward)", d_work, st);
     // Deterministic: a second run is bit-identical.
-    gpu::attention_backward(d_dq.data(), d_dk.data(), d_dv.data(), d_dout.data(), d_out.data(),
-                            d_lse.data(), d_q.data(), d_k.data(), d_v.data(), valid_ptr, seg_ptr, s, st);
+    backward_pass();
     c.bit_exact("dk run twice", d_dk.download(st), dk);
   });
 }
@@ -289,6 +345,20 @@ void register_attention_cases(Registry& r) {
   // Llama-3-8B attention (NH 32, NKV 8, HD 128) at T = 512; Llama-2-7B's MHA (NKV 32) at 256.
   add_case(r, "llama3_8b", {{1, 512, 0, 512, 32, 8, 128}}, false);
   add_case(r, "llama2_7b", {{1, 256, 0, 256, 32, 32, 128}, true, false}, false);
+  // The GEMM attention (from 16 queries per row): the shapes above that it takes, a forward with
+  // history at T >= 16, and workspaces of one and two kv heads (chunks over the kv heads, the
+  // last one partial).
+  const Kernel G = Kernel::kGemm;
+  add_case(r, "odd", {{2, 37, 0, 41, 6, 2, 40}, true, false}, true, G);
+  add_case(r, "odd", {{1, 19, 0, 19, 3, 3, 33}}, true, G);
+  add_case(r, "history", {{2, 20, 11, 40, 4, 2, 24}, true, false}, true, G);
+  add_case(r, "packed", {{2, 50, 0, 53, 4, 1, 64}, false, true}, true, G);
+  add_case(r, "packed", {{1, 40, 0, 40, 8, 4, 128}, true, true}, true, G);
+  add_case(r, "hd256", {{1, 21, 0, 21, 2, 1, 256}}, true, G);
+  add_case(r, "chunk1", {{2, 37, 0, 41, 6, 2, 40}, true, false}, true, G, 1);
+  add_case(r, "chunk2", {{2, 33, 0, 33, 10, 5, 16}, true, true}, true, G, 2);
+  add_case(r, "llama3_8b", {{1, 512, 0, 512, 32, 8, 128}}, false, G);
+  add_case(r, "llama2_7b", {{1, 256, 0, 256, 32, 32, 128}, true, false}, false, G);
 }
 
 }  // namespace medtune::gpu_test
