@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "gpu/attention_plan.h"
 
 namespace medtune::model {
 
@@ -57,7 +58,18 @@ InferencePlan plan_inference(const ModelConfig& c, double weight_bytes, const Lo
   if (lora != nullptr) p.acts += kF * lora_floats(*lora, c, N);
   p.logits = kF * R * static_cast<double>(c.vocab_size);
   p.workspace = device_workspace_bytes(c, s.tokens, precision);
+  // The GEMM attention's scores for the longest pass against the full cache (an upper bound:
+  // the pass's queries are at most min(N, Smax), its keys at most Smax).
+  p.workspace += device_attention_workspace_bytes(c, s.cache_rows, std::min(s.tokens, s.cache_len),
+                                                  s.cache_len, /*backward=*/false);
   return p;
+}
+
+double device_attention_workspace_bytes(const ModelConfig& c, int64_t B, int64_t T, int64_t n,
+                                        bool backward) {
+  return static_cast<double>(gpu::plan_attention_gemm(B, T, n, c.num_attention_heads,
+                                                      c.num_key_value_heads, backward)
+                                 .workspace_bytes());
 }
 
 double device_workspace_bytes(const ModelConfig& c, int64_t tokens, backend::Precision precision) {

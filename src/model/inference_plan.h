@@ -38,7 +38,8 @@ struct InferencePlan {
   double acts = 0;
   double logits = 0;  // (R, V) fp32
   // The GPU backend's own: one weight chunk dequantized to fp32 (at most 2^24 floats, 64 MiB);
-  // with bf16 GEMMs also that chunk in bf16 and the largest GEMM input rounded to bf16 (N x F).
+  // with bf16 GEMMs also that chunk in bf16 and the largest GEMM input rounded to bf16 (N x F);
+  // the GEMM attention's scores (device_attention_workspace_bytes, at most 256 MiB).
   double workspace = 0;
   double total() const { return weights + adapter + kv + acts + logits + workspace; }
 };
@@ -46,6 +47,11 @@ struct InferencePlan {
 // The GPU backend's own workspace for passes of `tokens` rows (InferencePlan::workspace; training
 // adds its loss-head chunk to it, train/memory_plan.h).
 double device_workspace_bytes(const ModelConfig& c, int64_t tokens, backend::Precision precision);
+// The GPU backend's GEMM attention workspace (gpu/attention_plan.h) for B rows of T queries
+// against n keys, the backward's if `backward`; 0 where the tiled kernel runs (T < 16, or rows
+// too long for its bound).
+double device_attention_workspace_bytes(const ModelConfig& c, int64_t B, int64_t T, int64_t n,
+                                        bool backward);
 
 // weight_bytes: the checkpoint's tensors as stored (planned_weight_bytes' sum); lora: null without
 // an adapter (shapes are enough: lora_shapes).

@@ -73,7 +73,9 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
     m.device_precision = backend::parse_precision(cfg.precision, device, "precision");
     m.device_workspace =
         model::device_workspace_bytes(c, cfg.micro_batch_size * cfg.sequence_len, m.device_precision) +
-        f * 256.0 * static_cast<double>(c.vocab_size);
+        f * 256.0 * static_cast<double>(c.vocab_size) +
+        model::device_attention_workspace_bytes(c, cfg.micro_batch_size, cfg.sequence_len,
+                                                cfg.sequence_len, /*backward=*/true);
   }
   return m;
 }

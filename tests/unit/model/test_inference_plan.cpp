@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "gpu/attention_plan.h"
 #include "io/checkpoint.h"
 #include "model/inference_plan.h"
 #include "model/llama.h"
@@ -108,6 +109,62 @@ TEST(InferencePlan, RaggedForwardStaysWithinThePlan) {
       plan_inference(m.config(), stored_weight_bytes(), nullptr, s, backend::Precision::kFp32);
   EXPECT_LE(static_cast<double>(dev.peak_bytes()), plan.total() - plan.workspace);
   EXPECT_GE(static_cast<double>(dev.peak_bytes()), plan.weights + plan.kv + plan.logits);
+}
+
+// gpu/attention_plan.h: how the GPU's GEMM attention splits a call (its kernels take as many kv
+// heads per chunk as the workspace holds) and when it leaves a call to the tiled kernel.
+TEST(AttentionGemmPlan, ChunksOverKvHeadsWithinTheBound) {
+  constexpr int64_t MiB = int64_t{1} << 20;
+  // Llama-2-7B training, 8 x 512, MHA: one kv head's scores and dP are 512 x 512 x 8 bytes.
+  gpu::AttentionGemmPlan p = gpu::plan_attention_gemm(8, 512, 512, 32, 32, true);
+  ASSERT_TRUE(p.use);
+  EXPECT_EQ(p.per_kv_bytes, 2 * MiB);
+  EXPECT_EQ(p.kv_per_chunk, 32);
+  EXPECT_EQ(p.score_bytes, 64 * MiB);
+  EXPECT_EQ(p.rowstat_bytes, 8 * 512 * 32 * 4);  // D: (B, T, NH) fp32
+  EXPECT_EQ(gpu::kv_heads_fitting(p, p.workspace_bytes(), 32), 32);
+  // The forward keeps no dP and no row statistics.
+  const gpu::AttentionGemmPlan f = gpu::plan_attention_gemm(8, 512, 512, 32, 32, false);
+  EXPECT_EQ(f.per_kv_bytes, MiB);
+  EXPECT_EQ(f.rowstat_bytes, 0);
+  // 48 heads of 1024 x 1024: 8 MiB each, 32 per chunk under 256 MiB, so two chunks (32 + 16).
+  p = gpu::plan_attention_gemm(1, 1024, 1024, 48, 48, true);
+  ASSERT_TRUE(p.use);
+  EXPECT_EQ(p.kv_per_chunk, 32);
+  EXPECT_LE(p.score_bytes, gpu::kMaxScoreBytes);
+  // A smaller workspace holds fewer kv heads; below one kv head, none.
+  EXPECT_EQ(gpu::kv_heads_fitting(p, p.rowstat_bytes + 2 * p.per_kv_bytes + 100, 48), 2);
+  EXPECT_EQ(gpu::kv_heads_fitting(p, p.rowstat_bytes + p.per_kv_bytes - 1, 48), 0);
+  // GQA: a kv head's chunk holds its group's query heads (Llama-3-8B: 4).
+  p = gpu::plan_attention_gemm(1, 512, 512, 32, 8, false);
+  EXPECT_EQ(p.per_kv_bytes, 4 * 512 * 512 * 4);
+  EXPECT_EQ(p.kv_per_chunk, 8);
+}
+
+TEST(AttentionGemmPlan, DecodeStepsAndOverlongRowsTakeTheTiledKernel) {
+  EXPECT_FALSE(gpu::plan_attention_gemm(4, 1, 300, 32, 8, false).use);  // a decode step
+  EXPECT_FALSE(gpu::plan_attention_gemm(4, gpu::kMinGemmQueries - 1, 300, 32, 8, false).use);
+  EXPECT_TRUE(gpu::plan_attention_gemm(4, gpu::kMinGemmQueries, 300, 32, 8, false).use);
+  // One kv head of Llama-3's group of 4 at 4096 x 4096 is 512 MiB with dP: over the bound.
+  EXPECT_FALSE(gpu::plan_attention_gemm(1, 4096, 4096, 32, 8, true).use);
+  EXPECT_TRUE(gpu::plan_attention_gemm(1, 2048, 2048, 32, 8, true).use);
+  EXPECT_FALSE(gpu::plan_attention_gemm(1, 64, 64, 6, 4, true).use);  // NH not a multiple of NKV
+  EXPECT_EQ(gpu::kv_heads_fitting(gpu::plan_attention_gemm(1, 1, 8, 4, 4, false), 1 << 30, 4), 0);
+}
+
+// The device plans count that workspace: fp32's other workspace does not depend on the pass, so
+// the difference between a long and a one-token pass is the attention's.
+TEST(InferencePlan, CountsTheGemmAttentionWorkspace) {
+  const ModelConfig c = io::open_checkpoint(kFixture).config;
+  const InferencePlan one = plan_inference(c, 1e6, nullptr, {2, 300, 1, 1}, backend::Precision::kFp32);
+  const InferencePlan many = plan_inference(c, 1e6, nullptr, {2, 300, 600, 2}, backend::Precision::kFp32);
+  const double attention =
+      static_cast<double>(gpu::plan_attention_gemm(2, 300, 300, c.num_attention_heads,
+                                                   c.num_key_value_heads, false)
+                              .workspace_bytes());
+  EXPECT_GT(attention, 0.0);
+  EXPECT_EQ(many.workspace - one.workspace, attention);
+  EXPECT_EQ(device_attention_workspace_bytes(c, 2, 300, 300, false), attention);
 }
 
 TEST(InferencePlan, TooLargeIsRefusedWithItsNumbers) {
