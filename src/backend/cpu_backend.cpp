@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/host_block_cache.h"
 #include "core/error.h"
 #include "core/int8_gemm.h"
 #include "core/quant.h"
@@ -25,8 +26,6 @@ namespace medtune::backend {
 
 namespace {
 
-// 64-byte alignment: a cache line, and what AVX-512 loads prefer.
-constexpr size_t kAlign = 64;
 
 CBLAS_TRANSPOSE blas_trans(Trans t) { return t == Trans::kYes ? CblasTrans : CblasNoTrans; }
 
@@ -60,14 +59,9 @@ class CpuBackend final : public Backend {
            " threads)";
   }
 
-  void* allocate(size_t bytes) override {
-    if (bytes == 0) return nullptr;
-    const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-    void* p = std::aligned_alloc(kAlign, rounded);
-    if (p == nullptr) throw std::bad_alloc();
-    return p;
-  }
-  void deallocate(void* p) override { std::free(p); }
+  // Host memory, freed large blocks kept for the next step's same request (host_block_cache.h).
+  void* allocate(size_t bytes) override { return bytes == 0 ? nullptr : host_blocks().allocate(bytes); }
+  void deallocate(void* p) override { host_blocks().deallocate(p); }
   void to_device(void* dst, const void* host, size_t bytes) override { copy(dst, host, bytes); }
   void to_host(void* host, const void* src, size_t bytes) override { copy(host, src, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override {
