@@ -218,6 +218,82 @@ void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGro
   }
 }
 
+// decode_scores for G <= 4 query heads of one kv head at the same position (their q rows HD = 8 C
+// apart, all against keys [0, n)), sharing each key row's loads: keys two at a time for all G
+// heads. Every score is one_score's (reduce4 reduces each input by the same tree whatever its
+// slot). A decode step's heads of one kv group read its keys once instead of G times.
+template <int C, int G, typename E>
+void heads_scores(float* const scores[kGroup], const float* qv, const E* kb, int64_t kv_stride,
+                  int64_t n, float scale) {
+  static_assert(G >= 1 && G <= kGroup, "up to four heads at a time");
+  const __m128 sc = _mm_set1_ps(scale);
+  const __m256 z = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const E* k0 = kb + j * kv_stride;
+    const E* k1 = k0 + kv_stride;
+    __m256 a[kGroup][2];
+    for (auto& ai : a) ai[0] = ai[1] = z;
+    for (int c = 0; c < C; ++c) {
+      const __m256 x0 = load8(k0 + 8 * c), x1 = load8(k1 + 8 * c);
+      for (int i = 0; i < G; ++i) {
+        const __m256 qc = _mm256_loadu_ps(qv + i * 8 * C + 8 * c);
+        a[i][0] = _mm256_fmadd_ps(qc, x0, a[i][0]);
+        a[i][1] = _mm256_fmadd_ps(qc, x1, a[i][1]);
+      }
+    }
+    alignas(16) float t[8];  // (head 0: keys j, j+1), (head 1: ...), ...
+    _mm_store_ps(t, _mm_mul_ps(reduce4(a[0][0], a[0][1], a[1][0], a[1][1]), sc));
+    if (G > 2) _mm_store_ps(t + 4, _mm_mul_ps(reduce4(a[2][0], a[2][1], a[3][0], a[3][1]), sc));
+    for (int i = 0; i < G; ++i) {
+      scores[i][j] = t[2 * i];
+      scores[i][j + 1] = t[2 * i + 1];
+    }
+  }
+  for (; j < n; ++j)
+    for (int i = 0; i < G; ++i) scores[i][j] = one_score<C>(qv + i * 8 * C, kb + j * kv_stride, sc);
+}
+
+// decode_weighted_values for the same G heads (outputs HD apart, weights p[i] over keys [0, n)),
+// sharing each value row's loads; each head's accumulator per lane is decode_weighted_values's
+// chain (keys in order, zero weights multiplied too).
+template <int C, int G, typename E>
+void heads_weighted_values(float* o, const float* const p[kGroup], const ValueRows<E>& vr,
+                           int64_t n) {
+  static_assert(C % 2 == 0, "value rows go two 8-float chunks per pass");
+  for (int c0 = 0; c0 < C; c0 += 2) {
+    __m256 acc[kGroup][2];
+    for (auto& ai : acc) ai[0] = ai[1] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      const E* vj = vr.at(j, c0 / 2);
+      const __m256 x0 = load8(vj), x1 = load8(vj + 8);
+      for (int i = 0; i < G; ++i) {
+        const __m256 wb = _mm256_set1_ps(p[i][j]);
+        acc[i][0] = _mm256_fmadd_ps(wb, x0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(wb, x1, acc[i][1]);
+      }
+    }
+    for (int i = 0; i < G; ++i) {
+      _mm256_storeu_ps(o + i * 8 * C + 8 * c0, acc[i][0]);
+      _mm256_storeu_ps(o + i * 8 * C + 8 * c0 + 8, acc[i][1]);
+    }
+  }
+}
+
+// One query position's heads [h0, h0 + G) of batch row b: scores, softmax, weighted values.
+template <int C, int G, typename E>
+void heads_query(float* out, const float* q, const E* kb, int64_t ks, const ValueRows<E>& vr,
+                 float* scores, int64_t b, int64_t h0, int64_t t, const uint8_t* key_valid,
+                 const AttentionShape& s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.HD));
+  const int64_t row = (b * s.T + t) * s.NH + h0, p = s.past + t, n = p + 1, n_max = s.past + s.T;
+  float* rows[kGroup];
+  for (int i = 0; i < kGroup; ++i) rows[i] = scores + i * n_max;
+  heads_scores<C, G>(rows, q + row * s.HD, kb, ks, n, scale);
+  for (int i = 0; i < G; ++i) detail::softmax_visible_row(rows[i], n, n, key_valid, b, s.Smax, 0, p);
+  heads_weighted_values<C, G>(out + row * s.HD, rows, vr, n);
+}
+
 // Queries per task of the per-query kernel on long calls (a fixed-order prompt): tasks are
 // (row, key/value head, chunk of queries), dealt to the threads one by one so that the causal
 // rows' growing key counts balance out. Which thread computes a query never changes its bits.
@@ -257,13 +333,18 @@ void task_queries(float* out, const float* q, const E* kb, int64_t ks, const Val
         detail::softmax_visible_row(rows[i], n0 + i, n0 + i, key_valid, b, s.Smax, 0, p + i);
       group_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows, vr, n0);
     }
-    for (; t < t1; ++t) {
-      const int64_t p = s.past + t, n = p + 1;  // keys 0 .. p
-      decode_scores<C>(scores, q + (b * s.T + t) * q_stride + h * s.HD, kb, ks, n, scale);
-      detail::softmax_visible_row(scores, n, n, key_valid, b, s.Smax, 0, p);
-      decode_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, scores, vr, n);
-    }
   }
+  // The queries left over from the groups of four (all of a decode step's): the heads of the
+  // task (one kv group) four at a time, sharing their keys' and values' loads.
+  for (int64_t t = t0 + (t1 - t0) / kGroup * kGroup; t < t1; ++t)
+    for (int64_t h = h0; h < h1; h += kGroup) {
+      switch (std::min<int64_t>(kGroup, h1 - h)) {
+        case 1: heads_query<C, 1>(out, q, kb, ks, vr, scores, b, h, t, key_valid, s); break;
+        case 2: heads_query<C, 2>(out, q, kb, ks, vr, scores, b, h, t, key_valid, s); break;
+        case 3: heads_query<C, 3>(out, q, kb, ks, vr, scores, b, h, t, key_valid, s); break;
+        default: heads_query<C, 4>(out, q, kb, ks, vr, scores, b, h, t, key_valid, s); break;
+      }
+    }
 }
 
 // The per-query kernel (the decode path, and every call of attention_forward_fixed_order), no
@@ -282,7 +363,9 @@ void attention_forward_per_query(float* out, const float* q, const E* k, const E
   // Decode steps (a few queries) read the cache in place: a copy would cost more than their one
   // pass over it. Longer calls copy each task's keys and values once for its heads and queries.
   const bool gather = s.T > kDecodeMaxQueries;
-  const int64_t tasks = s.B * (gather ? s.NKV : s.NH) * chunks;
+  // Tasks are (row, kv head, chunk of queries): a kv head's query heads go together, so that
+  // they share the loads of its keys and values (heads_query; the groups of four queries too).
+  const int64_t tasks = s.B * s.NKV * chunks;
 #pragma omp parallel
   {
     std::vector<float> scores(static_cast<size_t>(kGroup * n_max));  // (kGroup, n): a group's rows
@@ -292,15 +375,14 @@ void attention_forward_per_query(float* out, const float* q, const E* k, const E
       vc.resize(static_cast<size_t>(n_max * s.HD));
     }
     const auto run = [&](int64_t task) {
-      const int64_t heads = gather ? s.NKV : s.NH;
-      const int64_t b = task / (heads * chunks), unit = task / chunks % heads;
+      const int64_t b = task / (s.NKV * chunks), g = task / chunks % s.NKV;
       const int64_t t0 = task % chunks * kPerQueryChunk, t1 = std::min(s.T, t0 + kPerQueryChunk);
-      const int64_t g = gather ? unit : unit / group;
       // Key j's row at kb + j * kv_stride; value rows per vr.
       const E* kb = k + b * s.Smax * kv_stride + g * s.HD;
       const ValueRows<E> vr{v + b * s.Smax * kv_stride + g * s.HD, 16, kv_stride};
       if (!gather) {
-        task_queries<C>(out, q, kb, kv_stride, vr, scores.data(), b, unit, unit + 1, t0, t1, key_valid, s);
+        task_queries<C>(out, q, kb, kv_stride, vr, scores.data(), b, g * group, (g + 1) * group, t0,
+                        t1, key_valid, s);
         return;
       }
       const int64_t n = s.past + t1;  // the keys the task's last query sees
