@@ -161,19 +161,26 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
     __m512 sx = _mm512_setzero_ps();
     if constexpr (kMin) sx = _mm512_loadu_ps(sp + b * kTok);
     const int64_t c0 = b * rw.nrows + r0;  // row r0's cell in block b
+    const uint8_t* w0 = rw.w + c0 * 32;     // row r0 + i's 32 bytes at w0 + 32 i
+    // The R rows' integer sums side by side, group by group: each vpdpbusd depends on the one
+    // before it in its own row only, so R independent chains are in flight (row by row, the
+    // 8-deep chain of each row was issued back to back). Integer sums: any order, same bits.
+    __m512i s[R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) s[i] = comp;
+#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g)
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        // vpdpbusd's unsigned operand: the row's 4 bytes (w + 128), broadcast; signed: 16 tokens'.
+        int32_t w4;
+        std::memcpy(&w4, w0 + 32 * i + 4 * g, 4);
+        s[i] = _mm512_dpbusd_epi32(s[i], _mm512_set1_epi32(w4), a[g]);
+      }
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
-      const uint8_t* wi = rw.w + (c0 + i) * 32;
-      __m512i s = comp;
-      // vpdpbusd's unsigned operand: the row's 4 bytes (w + 128), broadcast; signed: 16 tokens'.
-#pragma GCC unroll 8
-      for (int g = 0; g < kGroups; ++g) {
-        int32_t w4;
-        std::memcpy(&w4, wi + 4 * g, 4);
-        s = _mm512_dpbusd_epi32(s, _mm512_set1_epi32(w4), a[g]);
-      }
       const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(rw.d[c0 + i]), dx);
-      acc[i] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(s), acc[i]);
+      acc[i] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(s[i]), acc[i]);
       if constexpr (kMin) macc[i] = _mm512_fmadd_ps(_mm512_set1_ps(rw.m[c0 + i]), sx, macc[i]);
     }
   }
