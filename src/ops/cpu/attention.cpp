@@ -103,24 +103,6 @@ float one_score(const float* qv, const E* kj, __m128 sc) {
   return _mm_cvtss_f32(_mm_mul_ps(reduce4(a, z, z, z), sc));
 }
 
-// The scores of one query against keys [0, n): scores[j] = scale * (q . K_j), HD = 8 * C. Four keys
-// at a time with independent accumulators, so that their rows' loads overlap.
-template <int C, typename E>
-void decode_scores(float* scores, const float* qv, const E* kb, int64_t kv_stride, int64_t n, float scale) {
-  __m256 q[C];
-  for (int c = 0; c < C; ++c) q[c] = _mm256_loadu_ps(qv + 8 * c);
-  const __m128 sc = _mm_set1_ps(scale);
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const E* k0 = kb + j * kv_stride;
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int c = 0; c < C; ++c)
-      for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(q[c], load8(k0 + r * kv_stride + 8 * c), a[r]);
-    _mm_storeu_ps(scores + j, _mm_mul_ps(reduce4(a[0], a[1], a[2], a[3]), sc));
-  }
-  for (; j < n; ++j) scores[j] = one_score<C>(qv, kb + j * kv_stride, sc);
-}
-
 // Where a head's value rows are: chunk pair c2 (floats 16 * c2 .. 16 * c2 + 15) of key j's row at
 // at(j, c2) = base + c2 * plane + j * row. In the K/V cache's own layout plane = 16 and row = the
 // cache's row stride; in a task's gathered copy (attention_forward_per_query) each chunk pair of
@@ -132,68 +114,65 @@ struct ValueRows {
   const E* at(int64_t j, int c2) const { return base + c2 * plane + j * row; }
 };
 
-// o (HD = 8 * C) = sum over keys j < n of p[j] * V_j, key by key in order, in registers. A zero
-// weight (a hidden key, an underflowed one) is multiplied too, in every path, without a branch
-// (an unpredictable one cost more than the FMAs it saved): it adds a zero, which leaves the sum
-// as it was up to the sign of a zero sum, given finite values, which every key position up to
-// the query's has (the forward wrote it).
-template <int C, typename E>
-void decode_weighted_values(float* o, const float* p, const ValueRows<E>& vr, int64_t n) {
-  __m256 acc[C];
-  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n; ++j) {
-    const __m256 pj = _mm256_set1_ps(p[j]);
-    for (int c = 0; c < C; ++c) acc[c] = _mm256_fmadd_ps(pj, load8(vr.at(j, c / 2) + 8 * (c % 2)), acc[c]);
-  }
-  for (int c = 0; c < C; ++c) _mm256_storeu_ps(o + 8 * c, acc[c]);
-}
-
-// Four consecutive queries of one head go together on long calls: query i (0..3) sees keys
-// [0, n0 + i). A prompt's keys and values do not fit the L2 cache from a few hundred tokens on, so
-// one query at a time reads them again per query from L3; four together read them a quarter as
-// often. The arithmetic stays each query's own, bit for bit that of one query alone.
+// Queries computed together, sharing each key and value row's loads: four consecutive queries of
+// one head on long calls (query i sees keys [0, n0 + i): a prompt's keys and values leave the L2
+// cache from a few hundred tokens on, and four together read them a quarter as often), or up to
+// four heads of one kv head at one position (all see keys [0, n0): a decode step's heads read
+// their kv head's rows once). The arithmetic stays each query's own, bit for bit that of one
+// query alone.
 constexpr int kGroup = 4;
 
-// decode_scores for the four queries (q rows q_stride apart), sharing each key row's loads: keys
-// [0, n0) two at a time for all four, then each query's own last keys. Every score is one_score's.
-template <int C, typename E>
+// The scores of G <= kGroup queries (query i sees keys [0, n0 + Step * i): Step 1 for consecutive
+// queries, q rows q_stride apart; Step 0 for heads at one position, q rows HD = 8 C apart, a
+// constant the decode loop is compiled with, q_stride unused): keys [0, n0) two at a time for
+// all G, then each query's own last keys. scores[i][j] = scale * (q_i . K_j), HD = 8 * C; every
+// score is one_score's (reduce4 reduces each input by the same tree whatever its slot).
+template <int C, int G, int Step, typename E>
 void group_scores(float* const scores[kGroup], const float* qv, int64_t q_stride, const E* kb,
                   int64_t kv_stride, int64_t n0, float scale) {
+  static_assert(G >= 1 && G <= kGroup, "up to four queries at a time");
+  const int64_t qs = Step == 0 ? 8 * C : q_stride;
   const __m128 sc = _mm_set1_ps(scale);
+  const __m256 z = _mm256_setzero_ps();
   int64_t j = 0;
   for (; j + 2 <= n0; j += 2) {
     const E* k0 = kb + j * kv_stride;
     const E* k1 = k0 + kv_stride;
     __m256 a[kGroup][2];
-    for (auto& ai : a) ai[0] = ai[1] = _mm256_setzero_ps();
+    for (auto& ai : a) ai[0] = ai[1] = z;
     for (int c = 0; c < C; ++c) {
       const __m256 x0 = load8(k0 + 8 * c), x1 = load8(k1 + 8 * c);
-      for (int i = 0; i < kGroup; ++i) {
-        const __m256 qc = _mm256_loadu_ps(qv + i * q_stride + 8 * c);
+      for (int i = 0; i < G; ++i) {
+        const __m256 qc = _mm256_loadu_ps(qv + i * qs + 8 * c);
         a[i][0] = _mm256_fmadd_ps(qc, x0, a[i][0]);
         a[i][1] = _mm256_fmadd_ps(qc, x1, a[i][1]);
       }
     }
     alignas(16) float t[8];  // (query 0: keys j, j+1), (query 1: ...), ...
     _mm_store_ps(t, _mm_mul_ps(reduce4(a[0][0], a[0][1], a[1][0], a[1][1]), sc));
-    _mm_store_ps(t + 4, _mm_mul_ps(reduce4(a[2][0], a[2][1], a[3][0], a[3][1]), sc));
-    for (int i = 0; i < kGroup; ++i) {
+    if (G > 2) _mm_store_ps(t + 4, _mm_mul_ps(reduce4(a[2][0], a[2][1], a[3][0], a[3][1]), sc));
+    for (int i = 0; i < G; ++i) {
       scores[i][j] = t[2 * i];
       scores[i][j + 1] = t[2 * i + 1];
     }
   }
-  for (int i = 0; i < kGroup; ++i)
-    for (int64_t jj = j; jj < n0 + i; ++jj) scores[i][jj] = one_score<C>(qv + i * q_stride, kb + jj * kv_stride, sc);
+  for (int i = 0; i < G; ++i)
+    for (int64_t jj = j; jj < n0 + Step * i; ++jj)
+      scores[i][jj] = one_score<C>(qv + i * qs, kb + jj * kv_stride, sc);
 }
 
-// decode_weighted_values for the four queries (outputs o_stride apart, weights p[i] over keys
-// [0, n0 + i)), sharing each value row's loads: two 8-float chunks of the row per pass, the keys in
-// order for all four, then each query's own last keys. Each query's accumulator per lane is
-// decode_weighted_values's chain (keys in order, zero weights multiplied too).
-template <int C, typename E>
-void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGroup], const ValueRows<E>& vr,
-                           int64_t n0) {
+// o_i (HD = 8 * C; outputs o_stride apart, or HD for Step 0) = sum over query i's keys of
+// p[i][j] * V_j, for the same G queries: two 8-float chunks of the row per pass, keys [0, n0) in order for all G, then
+// each query's own last keys. Each accumulator lane is one chain over the keys in order. A zero
+// weight (a hidden key, an underflowed one) is multiplied too, in every path, without a branch
+// (an unpredictable one cost more than the FMAs it saved): it adds a zero, which leaves the sum
+// as it was up to the sign of a zero sum, given finite values, which every key position up to
+// the query's has (the forward wrote it).
+template <int C, int G, int Step, typename E>
+void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGroup],
+                           const ValueRows<E>& vr, int64_t n0) {
   static_assert(C % 2 == 0, "value rows go two 8-float chunks per pass");
+  const int64_t os = Step == 0 ? 8 * C : o_stride;
   for (int c0 = 0; c0 < C; c0 += 2) {
     __m256 acc[kGroup][2];
     for (auto& ai : acc) ai[0] = ai[1] = _mm256_setzero_ps();
@@ -205,77 +184,15 @@ void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGro
     for (int64_t j = 0; j < n0; ++j) {
       const E* vj = vr.at(j, c0 / 2);
       const __m256 x0 = load8(vj), x1 = load8(vj + 8);
-      for (int i = 0; i < kGroup; ++i) add(i, j, x0, x1);
+      for (int i = 0; i < G; ++i) add(i, j, x0, x1);
     }
-    for (int i = 0; i < kGroup; ++i) {
-      for (int64_t j = n0; j < n0 + i; ++j) {
+    for (int i = 0; i < G; ++i) {
+      for (int64_t j = n0; j < n0 + Step * i; ++j) {
         const E* vj = vr.at(j, c0 / 2);
         add(i, j, load8(vj), load8(vj + 8));
       }
-      _mm256_storeu_ps(o + i * o_stride + 8 * c0, acc[i][0]);
-      _mm256_storeu_ps(o + i * o_stride + 8 * c0 + 8, acc[i][1]);
-    }
-  }
-}
-
-// decode_scores for G <= 4 query heads of one kv head at the same position (their q rows HD = 8 C
-// apart, all against keys [0, n)), sharing each key row's loads: keys two at a time for all G
-// heads. Every score is one_score's (reduce4 reduces each input by the same tree whatever its
-// slot). A decode step's heads of one kv group read its keys once instead of G times.
-template <int C, int G, typename E>
-void heads_scores(float* const scores[kGroup], const float* qv, const E* kb, int64_t kv_stride,
-                  int64_t n, float scale) {
-  static_assert(G >= 1 && G <= kGroup, "up to four heads at a time");
-  const __m128 sc = _mm_set1_ps(scale);
-  const __m256 z = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 2 <= n; j += 2) {
-    const E* k0 = kb + j * kv_stride;
-    const E* k1 = k0 + kv_stride;
-    __m256 a[kGroup][2];
-    for (auto& ai : a) ai[0] = ai[1] = z;
-    for (int c = 0; c < C; ++c) {
-      const __m256 x0 = load8(k0 + 8 * c), x1 = load8(k1 + 8 * c);
-      for (int i = 0; i < G; ++i) {
-        const __m256 qc = _mm256_loadu_ps(qv + i * 8 * C + 8 * c);
-        a[i][0] = _mm256_fmadd_ps(qc, x0, a[i][0]);
-        a[i][1] = _mm256_fmadd_ps(qc, x1, a[i][1]);
-      }
-    }
-    alignas(16) float t[8];  // (head 0: keys j, j+1), (head 1: ...), ...
-    _mm_store_ps(t, _mm_mul_ps(reduce4(a[0][0], a[0][1], a[1][0], a[1][1]), sc));
-    if (G > 2) _mm_store_ps(t + 4, _mm_mul_ps(reduce4(a[2][0], a[2][1], a[3][0], a[3][1]), sc));
-    for (int i = 0; i < G; ++i) {
-      scores[i][j] = t[2 * i];
-      scores[i][j + 1] = t[2 * i + 1];
-    }
-  }
-  for (; j < n; ++j)
-    for (int i = 0; i < G; ++i) scores[i][j] = one_score<C>(qv + i * 8 * C, kb + j * kv_stride, sc);
-}
-
-// decode_weighted_values for the same G heads (outputs HD apart, weights p[i] over keys [0, n)),
-// sharing each value row's loads; each head's accumulator per lane is decode_weighted_values's
-// chain (keys in order, zero weights multiplied too).
-template <int C, int G, typename E>
-void heads_weighted_values(float* o, const float* const p[kGroup], const ValueRows<E>& vr,
-                           int64_t n) {
-  static_assert(C % 2 == 0, "value rows go two 8-float chunks per pass");
-  for (int c0 = 0; c0 < C; c0 += 2) {
-    __m256 acc[kGroup][2];
-    for (auto& ai : acc) ai[0] = ai[1] = _mm256_setzero_ps();
-    for (int64_t j = 0; j < n; ++j) {
-      const E* vj = vr.at(j, c0 / 2);
-      const __m256 x0 = load8(vj), x1 = load8(vj + 8);
-      for (int i = 0; i < G; ++i) {
-        const __m256 wb = _mm256_set1_ps(p[i][j]);
-        acc[i][0] = _mm256_fmadd_ps(wb, x0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(wb, x1, acc[i][1]);
-      }
-    }
-    for (int i = 0; i < G; ++i) {
-      _mm256_storeu_ps(o + i * 8 * C + 8 * c0, acc[i][0]);
-      _mm256_storeu_ps(o + i * 8 * C + 8 * c0 + 8, acc[i][1]);
+      _mm256_storeu_ps(o + i * os + 8 * c0, acc[i][0]);
+      _mm256_storeu_ps(o + i * os + 8 * c0 + 8, acc[i][1]);
     }
   }
 }
@@ -289,9 +206,9 @@ void heads_query(float* out, const float* q, const E* kb, int64_t ks, const Valu
   const int64_t row = (b * s.T + t) * s.NH + h0, p = s.past + t, n = p + 1, n_max = s.past + s.T;
   float* rows[kGroup];
   for (int i = 0; i < kGroup; ++i) rows[i] = scores + i * n_max;
-  heads_scores<C, G>(rows, q + row * s.HD, kb, ks, n, scale);
+  group_scores<C, G, 0>(rows, q + row * s.HD, s.HD, kb, ks, n, scale);
   for (int i = 0; i < G; ++i) detail::softmax_visible_row(rows[i], n, n, key_valid, b, s.Smax, 0, p);
-  heads_weighted_values<C, G>(out + row * s.HD, rows, vr, n);
+  group_weighted_values<C, G, 0>(out + row * s.HD, s.HD, rows, vr, n);
 }
 
 // Queries per task of the per-query kernel on long calls (a fixed-order prompt): tasks are
@@ -328,10 +245,12 @@ void task_queries(float* out, const float* q, const E* kb, int64_t ks, const Val
       const int64_t p = s.past + t, n0 = p + 1;
       float* rows[kGroup];
       for (int i = 0; i < kGroup; ++i) rows[i] = scores + i * n_max;
-      group_scores<C>(rows, q + (b * s.T + t) * q_stride + h * s.HD, q_stride, kb, ks, n0, scale);
+      group_scores<C, kGroup, 1>(rows, q + (b * s.T + t) * q_stride + h * s.HD, q_stride, kb, ks, n0,
+                                 scale);
       for (int i = 0; i < kGroup; ++i)
         detail::softmax_visible_row(rows[i], n0 + i, n0 + i, key_valid, b, s.Smax, 0, p + i);
-      group_weighted_values<C>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows, vr, n0);
+      group_weighted_values<C, kGroup, 1>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows,
+                                          vr, n0);
     }
   }
   // The queries left over from the groups of four (all of a decode step's): the heads of the
