@@ -306,12 +306,7 @@ __global__ void attention_backward_dkv_kernel(float* dk, float* dv, const float*
 }
 
 Dims checked_dims(const ops::AttentionShape& s, const char* op) {
-  if (s.B < 0 || s.T < 0 || s.past < 0 || s.NKV <= 0 || s.NH <= 0 || s.NH % s.NKV != 0 ||
-      s.HD <= 0 || s.Smax < s.past + s.T)
-    throw Internal(std::string(op) + ": bad shape B=" + std::to_string(s.B) + " T=" +
-                   std::to_string(s.T) + " past=" + std::to_string(s.past) + " Smax=" +
-                   std::to_string(s.Smax) + " NH=" + std::to_string(s.NH) + " NKV=" +
-                   std::to_string(s.NKV) + " HD=" + std::to_string(s.HD));
+  check_attention_shape(s, op);
   if (s.HD > kMaxHD)
     throw Internal(std::string(op) + ": head_dim " + std::to_string(s.HD) + " > " +
                    std::to_string(kMaxHD) + " is not supported by the GPU kernel");

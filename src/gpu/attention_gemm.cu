@@ -125,12 +125,7 @@ __global__ void probs_and_dscores_kernel(float* S, float* dP, const float* lse, 
 }
 
 Geo checked_geo(const ops::AttentionShape& s, const char* op) {
-  if (s.B < 0 || s.T < 0 || s.past < 0 || s.NKV <= 0 || s.NH <= 0 || s.NH % s.NKV != 0 ||
-      s.HD <= 0 || s.Smax < s.past + s.T)
-    throw Internal(std::string(op) + ": bad shape B=" + std::to_string(s.B) +
-                   " T=" + std::to_string(s.T) + " past=" + std::to_string(s.past) +
-                   " Smax=" + std::to_string(s.Smax) + " NH=" + std::to_string(s.NH) +
-                   " NKV=" + std::to_string(s.NKV) + " HD=" + std::to_string(s.HD));
+  check_attention_shape(s, op);
   return {s.B,   s.T,  s.past,       s.Smax,       s.NH,
           s.NKV, s.HD, s.NH / s.NKV, s.past + s.T, 1.0f / sqrtf(static_cast<float>(s.HD))};
 }

@@ -8,6 +8,7 @@
 #include "gpu/check.h"
 #include "gpu/runtime.h"
 #include "gpu/vendor.h"
+#include "ops/ops.h"
 
 namespace medtune::gpu {
 
@@ -39,6 +40,17 @@ inline unsigned rows_grid(int64_t rows, const char* op) {
   if (rows > int64_t{0x7fffffff})
     throw Internal(std::string(op) + ": " + std::to_string(rows) + " rows exceed one grid");
   return static_cast<unsigned>(rows);
+}
+
+// The attention ops' shape (gpu/attention.cu, gpu/attention_gemm.cu): Internal naming `op` and
+// every dimension when the shape is not one ops::AttentionShape allows.
+inline void check_attention_shape(const ops::AttentionShape& s, const char* op) {
+  if (s.B < 0 || s.T < 0 || s.past < 0 || s.NKV <= 0 || s.NH <= 0 || s.NH % s.NKV != 0 ||
+      s.HD <= 0 || s.Smax < s.past + s.T)
+    throw Internal(std::string(op) + ": bad shape B=" + std::to_string(s.B) + " T=" +
+                   std::to_string(s.T) + " past=" + std::to_string(s.past) + " Smax=" +
+                   std::to_string(s.Smax) + " NH=" + std::to_string(s.NH) + " NKV=" +
+                   std::to_string(s.NKV) + " HD=" + std::to_string(s.HD));
 }
 
 }  // namespace medtune::gpu
