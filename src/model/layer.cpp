@@ -151,7 +151,8 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
     if (n > 0) lora_group_forward(be, group.data(), n, in, sc, m);
   };
 
-  be.copy(a.x_in.data(), x, static_cast<size_t>(N * C) * sizeof(float));
+  if (call.keep_for_backward)
+    be.copy(a.x_in.data(), x, static_cast<size_t>(N * C) * sizeof(float));
   // --- attention block
   be.rmsnorm_forward(a.n1.data(), a.rstd1.data(), x, w.input_norm.data(), N, C, eps);
   const std::array<ops::LinearOut, 3> qkv{{{a.q.data(), &w.q, bias_or_null(w.q_bias)},
@@ -173,19 +174,22 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
                        call.v_cache, call.key_valid, call.seg_start, s);
 
   // Everything below is row-local. With out_rows it runs on those M rows only, packed into the
-  // first M rows of att, x_mid, n2, ... (att in place: rows ascend, so rows[i] >= i).
+  // first M rows of att, x_mid, n2, ... (att in place: rows ascend, so rows[i] >= i). Without a
+  // backward and without out_rows, x itself holds x_mid.
+  const bool x_is_mid = !call.keep_for_backward && rows == nullptr;
+  float* x_mid = x_is_mid ? x : a.x_mid.data();  // (M, C)
   if (rows != nullptr) {
     be.gather_rows(a.att.data(), a.att.data(), rows, M, QD);
-    be.gather_rows(a.x_mid.data(), x, rows, M, C);
-  } else {
-    be.copy(a.x_mid.data(), x, static_cast<size_t>(M * C) * sizeof(float));
+    be.gather_rows(x_mid, x, rows, M, C);
+  } else if (!x_is_mid) {
+    be.copy(x_mid, x, static_cast<size_t>(M * C) * sizeof(float));
   }
   project_forward(be, proj, a.att.data(), w.o, bias_or_null(w.o_bias), call.lora_at(Proj::o), sc,
                   call.dropout(Proj::o), u(Proj::o), xd, M);
-  be.add_inplace(a.x_mid.data(), proj, M * C);
+  be.add_inplace(x_mid, proj, M * C);
 
   // --- MLP block
-  be.rmsnorm_forward(a.n2.data(), a.rstd2.data(), a.x_mid.data(), w.post_attn_norm.data(), M, C, eps);
+  be.rmsnorm_forward(a.n2.data(), a.rstd2.data(), x_mid, w.post_attn_norm.data(), M, C, eps);
   const std::array<ops::LinearOut, 2> gate_up{{{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
   be.linear_forward_group(gate_up.data(), 2, a.n2.data(), M);
   lora_add(a.n2.data(), M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
@@ -193,7 +197,11 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   project_forward(be, proj, a.h.data(), w.down, nullptr, call.lora_at(Proj::down), sc,
                   call.dropout(Proj::down), u(Proj::down), xd, M);
   // x_out = x_mid + down_proj(...), at the M rows (fp32 addition commutes: proj + x_mid is x_mid + proj).
-  be.add_inplace(proj, a.x_mid.data(), M * C);
+  if (x_is_mid) {
+    be.add_inplace(x, proj, M * C);
+    return;
+  }
+  be.add_inplace(proj, x_mid, M * C);
   if (rows != nullptr) be.scatter_rows(x, proj, rows, M, C);
   else be.copy(x, proj, static_cast<size_t>(M * C) * sizeof(float));
 }

@@ -74,6 +74,10 @@ struct LayerCall {
   // false: the caller never reads dL/dx_in (layer 0: the embedding is frozen), so layer_backward
   // skips it (q/k/v input gradients, input norm backward); dx's contents are then unspecified.
   bool need_input_grad = true;
+  // false: no backward reads this call's activations (inference, a no-grad forward), so
+  // layer_forward keeps neither x_in nor x_mid: the residual stream is updated in x itself (three
+  // copies of (N, C) a layer fewer; the sums are the same fp32 additions).
+  bool keep_for_backward = true;
   // Flat index of row 0 within the whole batch when this is one shard of it (LoRA dropout masks).
   int64_t row0 = 0;
   // Where layer_backward accumulates the LoRA gradients: [layer][proj] buffers on `be`, or null
@@ -89,8 +93,8 @@ struct LayerCall {
   LoraGrad grad_at(Proj p) const;
 };
 
-// x (N, C): in = x_in, out = x_out. Fills acts (x_in included) and appends k, v to the cache
-// at positions [past, past + T).
+// x (N, C): in = x_in, out = x_out. Fills acts (x_in and x_mid only with keep_for_backward) and
+// appends k, v to the cache at positions [past, past + T).
 void layer_forward(const LayerCall& call, float* x, LayerActs& acts);
 
 // dx (N, C): in = dL/dx_out, out = dL/dx_in. LoRA gradients accumulate into call.grad_at().

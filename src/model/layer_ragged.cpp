@@ -13,7 +13,7 @@ void RaggedActs::resize(backend::Backend& be, const ModelConfig& c, int64_t N) {
   const auto n = [&](int64_t width) { return static_cast<size_t>(N * width); };
   const int64_t C = c.hidden_size, F = c.intermediate_size;
   const int64_t QD = c.num_attention_heads * c.head_dim, KVD = c.num_key_value_heads * c.head_dim;
-  for (Buf* b : {&n1, &n2, &x_mid, &proj}) b->fit(be, n(C));
+  for (Buf* b : {&n1, &n2, &proj}) b->fit(be, n(C));
   for (Buf* b : {&q, &att}) b->fit(be, n(QD));
   for (Buf* b : {&k, &v}) b->fit(be, n(KVD));
   for (Buf* b : {&gate, &up, &h}) b->fit(be, n(F));
@@ -91,20 +91,18 @@ void layer_forward_ragged(const RaggedLayerCall& call, float* x, RaggedActs& a) 
   }
   be.linear_forward(a.proj.data(), a.att.data(), w.o, bias_or_null(w.o_bias), N);
   lora_add(call, a.att.data(), QD, {{a.proj.data(), Proj::o}});
-  be.copy(a.x_mid.data(), x, static_cast<size_t>(N * C) * sizeof(float));
-  be.add_inplace(a.x_mid.data(), a.proj.data(), N * C);
+  be.add_inplace(x, a.proj.data(), N * C);  // x_mid, in x (nothing reads x_in again)
 
   // --- MLP block
-  be.rmsnorm_forward(a.n2.data(), nullptr, a.x_mid.data(), w.post_attn_norm.data(), N, C, eps);
+  be.rmsnorm_forward(a.n2.data(), nullptr, x, w.post_attn_norm.data(), N, C, eps);
   const std::array<ops::LinearOut, 2> gate_up{{{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
   be.linear_forward_group(gate_up.data(), 2, a.n2.data(), N);
   lora_add(call, a.n2.data(), C, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
   be.swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * F);
   be.linear_forward(a.proj.data(), a.h.data(), w.down, nullptr, N);
   lora_add(call, a.h.data(), F, {{a.proj.data(), Proj::down}});
-  // x_out = x_mid + down_proj(...), summed in layer_forward's order (proj += x_mid).
-  be.add_inplace(a.proj.data(), a.x_mid.data(), N * C);
-  be.copy(x, a.proj.data(), static_cast<size_t>(N * C) * sizeof(float));
+  // x_out = x_mid + down_proj(...): the same fp32 sums as layer_forward's (addition commutes).
+  be.add_inplace(x, a.proj.data(), N * C);
 }
 
 }  // namespace medtune::model

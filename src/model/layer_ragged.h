@@ -35,7 +35,7 @@ struct RaggedActs {
   Buf n1, n2;          // (N, C) the norms' outputs
   Buf q, att;          // (N, NH, HD)
   Buf k, v;            // (N, NKV, HD) before they go to the cache
-  Buf x_mid, proj;     // (N, C)
+  Buf proj;            // (N, C) o_proj's, then down_proj's output (x itself holds x_mid)
   Buf gate, up, h;     // (N, F)
   void resize(backend::Backend& be, const ModelConfig& c, int64_t N);
 };

@@ -131,6 +131,7 @@ void LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>&
                    false, shape, cos_d.data(), sin_d.data(), cache.layer_k(l), cache.layer_v(l),
                    valid.data()};
     if (l == c.num_hidden_layers - 1) call.out_rows = &last_rows;
+    call.keep_for_backward = false;
     layer_forward(call, x.data(), acts);
   }
   cache.length = past + T;

@@ -333,9 +333,10 @@ void forward_layers(LlamaModel& model, Prepared& p, const TrainBatch& batch) {
   LayerActs a;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     a.resize(be, c, p.N, model.lora(), l);
-    const LayerCall call{be, c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, model.lora(),
-                         0, false, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
-                         cache.layer_v(l), valid.data(), p.segments()};
+    LayerCall call{be, c, w.layers[static_cast<size_t>(l)], l, w.qk_rows_permuted, model.lora(),
+                   0, false, shape, p.cos.data(), p.sin.data(), cache.layer_k(l),
+                   cache.layer_v(l), valid.data(), p.segments()};
+    call.keep_for_backward = false;
     layer_forward(call, p.x.data(), a);
   }
 }
