@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "core/error.h"
 #include "core/int8_gemm_kernel.h"
@@ -49,31 +52,75 @@ void size_packed(int64_t nb, int64_t ntok, PackedTokens* out) {
   out->nb = nb;
   out->panels = (ntok + kGemmTokens - 1) / kGemmTokens;
   const size_t cells = static_cast<size_t>(out->panels * nb);
-  out->q.resize(cells * kBlock * kGemmTokens);
-  out->comp.resize(cells * kGemmTokens);
-  out->d.resize(cells * kGemmTokens);
-  out->s.resize(cells * kGemmTokens);
+  // Grown only: the packing writes every element of the panels in use, so a shrink and regrow
+  // (a model's projections alternate between widths) would only zero-fill memory for nothing.
+  const auto grow = [](auto& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  grow(out->q, cells * kBlock * kGemmTokens);
+  grow(out->comp, cells * kGemmTokens);
+  grow(out->d, cells * kGemmTokens);
+  grow(out->s, cells * kGemmTokens);
 }
 
-void pack_panel(const BlockQ8* x, int64_t p, PackedTokens* out) {
+namespace {
+
+// The sum of a block's 32 integers (exact in int32 in any order).
+int32_t block_sum(const int8_t* q) {
+#if defined(__AVX2__)
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  // 1 * q in pairs (unsigned 1 by signed q: |pair| <= 256, no saturation), then in fours.
+  const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v),
+                                        _mm256_set1_epi16(1));
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+#else
+  int32_t sum = 0;
+  for (int e = 0; e < kBlock; ++e) sum += q[e];
+  return sum;
+#endif
+}
+
+// Token lane `lane` of panel p: its nb blocks x[0, nb), or zeros where x is null (the last
+// panel's padding: q = 0, d = s = 0, so the lane computes 0).
+void put_token(const BlockQ8* x, int64_t p, int64_t lane, PackedTokens* out) {
   const int64_t nb = out->nb;
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t cell = p * nb + b;
+    int8_t* q = out->q.data() + (cell * kGroups * kGemmTokens + lane) * 4;
+    const auto at = static_cast<size_t>(cell * kGemmTokens + lane);
+    if (x == nullptr) {
+      for (int g = 0; g < kGroups; ++g) std::memset(q + g * kGemmTokens * 4, 0, 4);
+      out->comp[at] = 0;
+      out->d[at] = out->s[at] = 0.0f;
+      continue;
+    }
+    for (int g = 0; g < kGroups; ++g) std::memcpy(q + g * kGemmTokens * 4, x[b].q + 4 * g, 4);
+    out->comp[at] = -128 * block_sum(x[b].q);
+    out->d[at] = x[b].d;
+    out->s[at] = x[b].s;
+  }
+}
+
+}  // namespace
+
+void pack_panel(const BlockQ8* x, int64_t p, PackedTokens* out) {
   for (int64_t lane = 0; lane < kGemmTokens; ++lane) {
     const int64_t k = p * kGemmTokens + lane;
-    const bool real = k < out->ntok;  // padding: q = 0, d = s = 0: the lane computes 0
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t cell = p * nb + b;
-      int8_t* q = out->q.data() + (cell * kGroups * kGemmTokens + lane) * 4;
-      int32_t sum = 0;
-      for (int g = 0; g < kGroups; ++g) {
-        int8_t v[4] = {};
-        if (real) std::memcpy(v, x[k * nb + b].q + 4 * g, 4);
-        sum += v[0] + v[1] + v[2] + v[3];
-        std::memcpy(q + g * kGemmTokens * 4, v, 4);
-      }
-      out->comp[static_cast<size_t>(cell * kGemmTokens + lane)] = -128 * sum;
-      out->d[static_cast<size_t>(cell * kGemmTokens + lane)] = real ? x[k * nb + b].d : 0.0f;
-      out->s[static_cast<size_t>(cell * kGemmTokens + lane)] = real ? x[k * nb + b].s : 0.0f;
-    }
+    put_token(k < out->ntok ? x + k * out->nb : nullptr, p, lane, out);
+  }
+}
+
+void quantize_pack_panel(const float* x, int64_t p, PackedTokens* out) {
+  const int64_t nb = out->nb, cols = nb * kBlock;
+  thread_local std::vector<BlockQ8> token;  // one token's blocks, hot in L1 when packed
+  if (token.size() < static_cast<size_t>(nb)) token.resize(static_cast<size_t>(nb));
+  for (int64_t lane = 0; lane < kGemmTokens; ++lane) {
+    const int64_t k = p * kGemmTokens + lane;
+    if (k < out->ntok) quantize_activations(x + k * cols, cols, token.data());
+    put_token(k < out->ntok ? token.data() : nullptr, p, lane, out);
   }
 }
 

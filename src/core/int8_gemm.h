@@ -63,6 +63,11 @@ void pack_tokens(const BlockQ8* x, int64_t nb, int64_t ntok, PackedTokens* out);
 // pack_panel for every p < out->panels (each writes only panel p).
 void size_packed(int64_t nb, int64_t ntok, PackedTokens* out);
 void pack_panel(const BlockQ8* x, int64_t p, PackedTokens* out);
+// quantize_activations and pack_panel in one pass, for callers that need only the packed form:
+// panel p of the tokens x (ntok rows of 32 * nb floats, row k at x + k * 32 * nb), each token
+// quantized into a small per-thread buffer and packed from there (the bits of the two steps, and
+// no (ntok, nb) blocks written to memory and read back). After size_packed, as pack_panel.
+void quantize_pack_panel(const float* x, int64_t p, PackedTokens* out);
 
 // Rows r < nrows of W (row r at w + r * row_bytes, t's blocks, 32 * x.nb elements) against every
 // packed token: y[k * y_stride + r]. Runs on the calling thread. gemm_available() must hold.

@@ -42,13 +42,18 @@ void add_bias(float* y, const float* bias, int64_t N, int64_t rows) {
     for (int64_t r = 0; r < rows; ++r) y[n * rows + r] += bias[r];
 }
 
-// The tokens packed for the GEMM (int8_gemm.h), panels threaded, in the calling thread's scratch.
-const int8::PackedTokens& packed_input(const int8::BlockQ8* q, int64_t nb, int64_t N) {
+// The tokens packed for the GEMM (int8_gemm.h), panels threaded, in the calling thread's scratch:
+// from their quantized blocks q, or (q null) quantized and packed in one pass from x (N, cols).
+const int8::PackedTokens& packed_input(const int8::BlockQ8* q, const float* x, int64_t cols,
+                                       int64_t N) {
   thread_local int8::PackedTokens mine;
   int8::PackedTokens* packed = &mine;  // named through a pointer: in the threads `mine` is their own
-  int8::size_packed(nb, N, packed);
+  int8::size_packed(cols / int8::kBlock, N, packed);
 #pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < packed->panels; ++p) int8::pack_panel(q, p, packed);
+  for (int64_t p = 0; p < packed->panels; ++p) {
+    if (q != nullptr) int8::pack_panel(q, p, packed);
+    else int8::quantize_pack_panel(x, p, packed);
+  }
   return *packed;
 }
 
@@ -82,9 +87,10 @@ void dot_block(const StoredMatrix& w, int64_t b, const int8::BlockQ8* q, const i
 void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
                          bool rows_only) {
   if (!int8::supports(w.dtype)) return linear_forward(y, x, w, bias, N);
-  const int8::BlockQ8* q = quantized_input(x, w.cols, N);
   const bool gemm = use_gemm(w.dtype, N, rows_only);
-  const int8::PackedTokens* packed = gemm ? &packed_input(q, w.cols / int8::kBlock, N) : nullptr;
+  // The GEMM reads the packed tokens only; the row kernels the quantized blocks.
+  const int8::BlockQ8* q = gemm ? nullptr : quantized_input(x, w.cols, N);
+  const int8::PackedTokens* packed = gemm ? &packed_input(nullptr, x, w.cols, N) : nullptr;
   // Threaded over blocks of weight rows: each row is read once and dotted with all N tokens (in
   // tiles of 4 tokens inside the row kernel, of 16 in the GEMM).
   const int64_t blocks = row_blocks(w, gemm);
@@ -99,7 +105,6 @@ void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int
   for (int i = 0; i < n; ++i)
     if (!int8::supports(outs[i].w->dtype) || outs[i].w->cols != cols)
       throw Internal("linear_forward_int8_group: a member without an int8 kernel or with other columns");
-  const int8::BlockQ8* q = quantized_input(x, cols, N);
   // Every member's row blocks in one list (member i's start at first[i]), split over the threads
   // as one loop: each block is the call linear_forward_int8 makes for it, so the values are its.
   constexpr int kMaxMembers = 8;
@@ -107,9 +112,15 @@ void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int
   // Each member takes the kernel it would take alone (its values are linear_forward_int8's); the
   // tokens are packed once if any takes the GEMM.
   bool gemm[kMaxMembers] = {};
-  bool any_gemm = false;
-  for (int i = 0; i < n; ++i) any_gemm = (gemm[i] = use_gemm(outs[i].w->dtype, N, rows_only)) || any_gemm;
-  const int8::PackedTokens* packed = any_gemm ? &packed_input(q, cols / int8::kBlock, N) : nullptr;
+  bool any_gemm = false, all_gemm = true;
+  for (int i = 0; i < n; ++i) {
+    gemm[i] = use_gemm(outs[i].w->dtype, N, rows_only);
+    any_gemm = any_gemm || gemm[i];
+    all_gemm = all_gemm && gemm[i];
+  }
+  // Quantized blocks where a member takes the row kernels (then also packed from them).
+  const int8::BlockQ8* q = all_gemm ? nullptr : quantized_input(x, cols, N);
+  const int8::PackedTokens* packed = any_gemm ? &packed_input(q, x, cols, N) : nullptr;
   int64_t first[kMaxMembers + 1] = {};
   for (int i = 0; i < n; ++i) first[i + 1] = first[i] + row_blocks(*outs[i].w, gemm[i]);
   const int64_t blocks = first[n];

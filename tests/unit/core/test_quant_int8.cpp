@@ -543,6 +543,48 @@ TEST_P(Int8Gemm, GemmAndRowKernelsGiveTheSameBits) {
 INSTANTIATE_TEST_SUITE_P(Types, Int8Gemm, ::testing::ValuesIn(kGemmTypes),
                          [](const ::testing::TestParamInfo<DType>& i) { return std::string(dtype_name(i.param)); });
 
+// The packed tokens, element by element, against what int8_gemm.h's layout says they hold: q's
+// 4-byte groups, -128 * sum(q), d and s of each real token, zeros in the padding lanes; packed
+// from quantized blocks (pack_tokens) and quantized and packed in one pass (quantize_pack_panel),
+// also into a PackedTokens that a wider call grew before (size_packed only grows it), and with a
+// non-finite token (its NaN block packs as quantize_activations wrote it).
+TEST(Int8Gemm, PackedTokensHoldTheLayoutBothWays) {
+  constexpr int64_t kGroupsPerBlock = 8;
+  for (const int64_t ntok : {1, 15, 16, 17, 40}) {
+    std::vector<float> x = activations(ntok * kN, 77 + ntok);
+    x[static_cast<size_t>((ntok / 2) * kN + 40)] = std::numeric_limits<float>::infinity();
+    const std::vector<BlockQ8> q = quantize(x);
+    const int64_t nb = kN / 32;
+    int8::PackedTokens from_blocks, fused;
+    int8::size_packed(3 * nb, ntok + 20, &fused);  // grown wider first
+    int8::pack_tokens(q.data(), nb, ntok, &from_blocks);
+    int8::size_packed(nb, ntok, &fused);
+    for (int64_t p = 0; p < fused.panels; ++p) int8::quantize_pack_panel(x.data(), p, &fused);
+    for (const int8::PackedTokens* pk : {&from_blocks, &fused}) {
+      const std::string how = pk == &fused ? "quantize_pack_panel" : "pack_tokens";
+      ASSERT_EQ(pk->panels, (ntok + 15) / 16) << how;
+      for (int64_t p = 0; p < pk->panels; ++p)
+        for (int64_t b = 0; b < nb; ++b)
+          for (int64_t lane = 0; lane < 16; ++lane) {
+            const int64_t k = p * 16 + lane, cell = p * nb + b;
+            const bool real = k < ntok;
+            int32_t sum = 0;
+            for (int64_t g = 0; g < kGroupsPerBlock; ++g)
+              for (int64_t e = 0; e < 4; ++e) {
+                const int8_t want = real ? q[static_cast<size_t>(k * nb + b)].q[4 * g + e] : 0;
+                sum += want;
+                ASSERT_EQ(pk->q[static_cast<size_t>(((cell * kGroupsPerBlock + g) * 16 + lane) * 4 + e)], want)
+                    << how << " ntok " << ntok << " token " << k << " block " << b;
+              }
+            const auto at = static_cast<size_t>(cell * 16 + lane);
+            ASSERT_EQ(pk->comp[at], -128 * sum) << how << " token " << k << " block " << b;
+            ASSERT_EQ(bits(pk->d[at]), bits(real ? q[static_cast<size_t>(k * nb + b)].d : 0.0f)) << how;
+            ASSERT_EQ(bits(pk->s[at]), bits(real ? q[static_cast<size_t>(k * nb + b)].s : 0.0f)) << how;
+          }
+    }
+  }
+}
+
 TEST(Int8Gemm, CoversTheTypesWithOneScalePer32) {
   for (const DType t : kGemmTypes) EXPECT_TRUE(int8::gemm_supports(t)) << dtype_name(t);
   EXPECT_FALSE(int8::gemm_supports(DType::Q6_K));  // a scale per 16 elements
