@@ -8,12 +8,9 @@
 // absolute position p = past + t when lo <= j <= p and key_valid (if any) is set, lo = seg_start
 // (packed rows) or 0; a query with no visible key outputs zeros and gets zero gradient.
 //
-// Thread layout (independent of the warp size): a block of kThreads = 256 threads is 16 "row
-// groups" of kGroup = 16 lanes. 16 divides both warp sizes (32, 64), so a group never straddles a
-// warp and its reductions are width-16 butterflies (shfl_xor with width, vendor.h). Lane l of a
-// group holds the head-dim elements d = l, l + 16, ... (at most kMaxHD / 16 = 16 of them).
-// Every shuffle and barrier is reached by all threads: rows past T and hidden keys are masked by
-// value, never by skipping a shuffle.
+// Thread layout (independent of the warp size): blocks of 16 row groups of 16 lanes
+// (gpu/attention_lanes.h). Every shuffle and barrier is reached by all threads: rows past T and
+// hidden keys are masked by value, never by skipping a shuffle.
 //
 // Reduction order (what tests/gpu/cases_attention.cpp bounds): a dot product over HD is
 // ceil(HD/16) serial products per lane then a 4-level tree; the forward's Σ p and Σ p·v run
@@ -23,6 +20,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "gpu/attention_lanes.h"
 #include "gpu/launch.h"
 #include "gpu/ops.h"
 
@@ -30,31 +28,9 @@ namespace medtune::gpu {
 
 namespace {
 
-constexpr int kGroup = 16;                        // lanes per row group
-constexpr int kGroups = kThreads / kGroup;        // 16 row groups per block
-constexpr int kKeyTile = 16;                      // keys per shared-memory tile
-constexpr int kMaxHD = 256;                       // head_dim limit (Llama: 64 or 128)
-constexpr int kPerLane = kMaxHD / kGroup;         // head-dim elements per lane
-static_assert(kThreads % kGroup == 0 && kGroup <= 32, "row groups must fit in the narrowest warp");
+using namespace attn;  // the row groups, Dims, key_visible (gpu/attention_lanes.h)
 
-__device__ inline float group_sum(float v) { return warp_sum(v, kGroup); }
-
-__device__ inline bool key_visible(const uint8_t* key_valid, int64_t b, int64_t Smax, int64_t j,
-                                   int64_t lo, int64_t p) {
-  return j >= lo && j <= p && (key_valid == nullptr || key_valid[b * Smax + j] != 0);
-}
-
-struct Dims {
-  int64_t B, T, past, Smax, NH, NKV, HD;
-  float scale;
-};
-
-__device__ inline int64_t q_index(const Dims& s, int64_t b, int64_t t, int64_t h) {
-  return ((b * s.T + t) * s.NH + h) * s.HD;
-}
-__device__ inline int64_t kv_index(const Dims& s, int64_t b, int64_t j, int64_t g) {
-  return ((b * s.Smax + j) * s.NKV + g) * s.HD;
-}
+constexpr int kKeyTile = 16;  // keys per shared-memory tile
 
 // Loads rows [j0, j0 + kKeyTile) of a (B, Smax, NKV, HD) tensor, kv head g, into tile
 // (kKeyTile, HD); rows at or past `end` become zeros. All threads of the block call it.
@@ -64,25 +40,6 @@ __device__ inline void load_kv_tile(float* tile, const float* src, const Dims& s
     const int64_t r = i / s.HD, d = i % s.HD, j = j0 + r;
     tile[i] = j < end ? src[kv_index(s, b, j, g) + d] : 0.0f;
   }
-}
-
-// Lane-held slice of a head-dim vector: x[i] = v[lane + 16 i], zeros past HD.
-__device__ inline void load_lanes(float (&x)[kPerLane], const float* v, int64_t HD, int lane,
-                                  bool valid) {
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int64_t d = lane + kGroup * i;
-    x[i] = valid && d < HD ? v[d] : 0.0f;
-  }
-}
-__device__ inline float lanes_dot(const float (&x)[kPerLane], const float* row, int64_t HD, int lane) {
-  float acc = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int64_t d = lane + kGroup * i;
-    if (d < HD) acc += x[i] * row[d];
-  }
-  return group_sum(acc);
 }
 
 // ------------------------------------------------------------------------------------ forward
@@ -303,16 +260,6 @@ __global__ void attention_backward_dkv_kernel(float* dk, float* dv, const float*
       dv[base + d] = key_ok ? dv_acc[i] : 0.0f;
     }
   }
-}
-
-Dims checked_dims(const ops::AttentionShape& s, const char* op) {
-  check_attention_shape(s, op);
-  if (s.HD > kMaxHD)
-    throw Internal(std::string(op) + ": head_dim " + std::to_string(s.HD) + " > " +
-                   std::to_string(kMaxHD) + " is not supported by the GPU kernel");
-  if (s.B > 65535 || s.NH > 65535)
-    throw Internal(std::string(op) + ": B or NH beyond one grid dimension");
-  return {s.B, s.T, s.past, s.Smax, s.NH, s.NKV, s.HD, 1.0f / sqrtf(static_cast<float>(s.HD))};
 }
 
 unsigned tiles(int64_t n, const char* op) { return rows_grid((n + kGroups - 1) / kGroups, op); }
