@@ -8,6 +8,11 @@
 // many kv heads as fit kMaxScoreBytes; a call whose single kv head does not fit (long rows:
 // group x T x n x 8 bytes > 256 MiB, e.g. T = n > 5792 for MHA, > 2896 for Llama-3's group of
 // 4) takes the tiled kernel instead (gpu/attention.cu), which needs no workspace.
+//
+// Calls of at most kSplitMaxQueries queries per row (decode steps) take the split-key kernel
+// (gpu/attention_split.cu): each block scores one query row's head against kSplitKeys keys, and
+// its partial result (max, sum of weights, weighted values: HD + 2 floats) waits in a workspace
+// for the merge across the row's blocks.
 #pragma once
 
 #include <algorithm>
@@ -51,6 +56,17 @@ inline AttentionGemmPlan plan_attention_gemm(int64_t B, int64_t T, int64_t n, in
   p.score_bytes = round_up_256(p.kv_per_chunk * per_kv);
   p.rowstat_bytes = backward ? round_up_256(B * T * NH * 4) : 0;
   return p;
+}
+
+// The split-key kernel: queries per row it takes, keys per block, and its workspace for B rows
+// of T queries against n = past + T keys (0 where it does not apply).
+inline constexpr int64_t kSplitMaxQueries = 4;
+inline constexpr int64_t kSplitKeys = 256;
+inline int64_t split_key_blocks(int64_t n) { return (n + kSplitKeys - 1) / kSplitKeys; }
+inline int64_t split_attention_workspace_bytes(int64_t B, int64_t T, int64_t n, int64_t NH,
+                                               int64_t HD) {
+  if (B <= 0 || T <= 0 || T > kSplitMaxQueries || n <= 0) return 0;
+  return round_up_256(split_key_blocks(n) * B * T * NH * (HD + 2) * 4);
 }
 
 // The kv heads per chunk that a workspace of work_bytes holds (the kernels take as many as fit,

@@ -11,9 +11,11 @@
 // the weight chunk rounded to bf16 (a BF16 checkpoint's weights read as stored, no conversion),
 // products and sums in fp32 (GemmEx). Everything else, the adapters' GEMMs included, is fp32.
 // Attention from 16 queries per row on: the GEMM attention (gpu/attention_gemm.cu, fp32 SGEMMs;
-// written in session 32 and NEVER RUN on a GPU yet); decode steps and calls too long for its
-// workspace bound: the tiled kernel (gpu/attention.cu). MEDTUNE_GPU_ATTENTION=tiled forces the
-// tiled kernel everywhere.
+// written in session 32 and NEVER RUN on a GPU yet); forwards of up to 4 queries per row (decode
+// steps): the split-key kernel (gpu/attention_split.cu, session 33, NEVER RUN on a GPU yet);
+// the rest (calls too long for the GEMM's workspace bound, 5 to 15 queries, backwards of those):
+// the tiled kernel (gpu/attention.cu). MEDTUNE_GPU_ATTENTION=tiled forces the tiled kernel
+// everywhere.
 // Every call is queued on one stream; host-side index lists are staged into device memory on it.
 // MEDTUNE_GPU_PROFILE=1 times each op (gpu/op_profile.h) and prints the table at exit.
 #include <algorithm>
@@ -64,8 +66,9 @@ class GpuBackend final : public Backend {
   Device device() const override { return {DeviceKind::kGpu, index_}; }
   Precision precision() const override { return precision_; }
   std::string describe() const override {
-    return "gpu:" + std::to_string(index_) + " " + gpu::describe(info_) + ", " + precision_name(precision_) +
-           " linear layers, " + gpu::blas_library() + (gemm_attention_ ? ", GEMM attention" : ", tiled attention");
+    return "gpu:" + std::to_string(index_) + " " + gpu::describe(info_) + ", " +
+           precision_name(precision_) + " linear layers, " + gpu::blas_library() +
+           (gemm_attention_ ? ", GEMM and split-key attention" : ", tiled attention");
   }
 
   // ---- memory: a cache of freed buffers by rounded size (all use is ordered on one stream, so
@@ -211,6 +214,14 @@ class GpuBackend final : public Backend {
       attn_work_.resize_for(*this, static_cast<size_t>(plan.workspace_bytes()));
       gpu::attention_forward_gemm(*blas_, attn_work_.p, static_cast<int64_t>(attn_work_.bytes), out, lse, q, k,
                                   v, key_valid, seg_start, s);
+      return;
+    }
+    if (gemm_attention_ && s.T <= gpu::kSplitMaxQueries && seg_start == nullptr) {
+      const auto timed = prof_->time("attention_forward split");
+      attn_work_.resize_for(*this, static_cast<size_t>(gpu::split_attention_workspace_bytes(
+                                       s.B, s.T, s.past + s.T, s.NH, s.HD)));
+      gpu::attention_forward_split(attn_work_.p, static_cast<int64_t>(attn_work_.bytes), out, lse,
+                                   q, k, v, key_valid, s, *stream_);
       return;
     }
     const auto timed = prof_->time("attention_forward");
@@ -503,9 +514,11 @@ class GpuBackend final : public Backend {
   int64_t held_ = 0;  // bytes of live and cached buffers (allocated from the device, not resident)
   int64_t peak_ = 0;  // most of held_ + resident_bytes_ at once
   Scratch ids_stage_, rows_stage_, targets_stage_, loss_rows_, tmp_, work_, work_bf16_, act_bf16_;
-  Scratch attn_work_;  // the GEMM attention's scores (gpu/attention_plan.h)
-  // MEDTUNE_GPU_ATTENTION: "gemm" (default: the GEMM attention where its plan applies) or
-  // "tiled" (the tiled kernel for every call, as before session 32).
+  // The GEMM attention's scores, the split-key kernel's partials (gpu/attention_plan.h).
+  Scratch attn_work_;
+  // MEDTUNE_GPU_ATTENTION: "gemm" (default: the GEMM attention where its plan applies, the
+  // split-key kernel for decode steps) or "tiled" (the tiled kernel for every call, as before
+  // session 32).
   bool gemm_attention_ = attention_kernel_from_env();
 
   static bool attention_kernel_from_env() {

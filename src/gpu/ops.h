@@ -122,6 +122,16 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                         const uint8_t* key_valid, const int64_t* seg_start,
                         const ops::AttentionShape& s, const Stream& stream);
 
+// The forward for decode steps (gpu/attention_split.cu; NEVER RUN on a GPU yet): T <=
+// kSplitMaxQueries queries per row, no packed rows (Internal otherwise), split over the keys so
+// that a step's few query rows still fill the device; `work` holds
+// split_attention_workspace_bytes(B, T, past + T, NH, HD) bytes (gpu/attention_plan.h; Internal
+// for less). Same contract as attention_forward otherwise, HD <= 256.
+void attention_forward_split(void* work, int64_t work_bytes, float* out, float* lse,
+                             const float* q, const float* k, const float* v,
+                             const uint8_t* key_valid, const ops::AttentionShape& s,
+                             const Stream& stream);
+
 // The same two ops through the vendor's BLAS (gpu/attention_gemm.cu; NEVER RUN on a GPU yet):
 // the scores materialized a chunk of kv heads at a time in `work`, as many kv heads per chunk as
 // work_bytes holds (plan_attention_gemm(...).workspace_bytes() holds the planned chunk;

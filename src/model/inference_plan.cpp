@@ -58,18 +58,26 @@ InferencePlan plan_inference(const ModelConfig& c, double weight_bytes, const Lo
   if (lora != nullptr) p.acts += kF * lora_floats(*lora, c, N);
   p.logits = kF * R * static_cast<double>(c.vocab_size);
   p.workspace = device_workspace_bytes(c, s.tokens, precision);
-  // The GEMM attention's scores for the longest pass against the full cache (an upper bound:
-  // the pass's queries are at most min(N, Smax), its keys at most Smax).
-  p.workspace += device_attention_workspace_bytes(c, s.cache_rows, std::min(s.tokens, s.cache_len),
-                                                  s.cache_len, /*backward=*/false);
+  // The attention's workspace (one buffer, grown to the largest call): the GEMM attention's
+  // scores for the longest pass against the full cache (an upper bound: the pass's queries are at
+  // most min(N, Smax), its keys at most Smax), or the split-key kernel's partials for a decode
+  // step at the end of the cache, whichever is larger.
+  const int64_t longest = std::min(s.tokens, s.cache_len);
+  p.workspace += std::max(
+      device_attention_workspace_bytes(c, s.cache_rows, longest, s.cache_len, /*backward=*/false),
+      device_attention_workspace_bytes(c, s.cache_rows, 1, s.cache_len, /*backward=*/false));
   return p;
 }
 
 double device_attention_workspace_bytes(const ModelConfig& c, int64_t B, int64_t T, int64_t n,
                                         bool backward) {
-  return static_cast<double>(gpu::plan_attention_gemm(B, T, n, c.num_attention_heads,
-                                                      c.num_key_value_heads, backward)
-                                 .workspace_bytes());
+  const auto gemm = gpu::plan_attention_gemm(B, T, n, c.num_attention_heads, c.num_key_value_heads,
+                                             backward)
+                        .workspace_bytes();
+  // A pass of T <= 4 queries runs its forward through the split-key kernel (also in training).
+  const int64_t split =
+      gpu::split_attention_workspace_bytes(B, T, n, c.num_attention_heads, c.head_dim);
+  return static_cast<double>(std::max(gemm, split));
 }
 
 double device_workspace_bytes(const ModelConfig& c, int64_t tokens, backend::Precision precision) {

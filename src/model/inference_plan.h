@@ -39,7 +39,8 @@ struct InferencePlan {
   double logits = 0;  // (R, V) fp32
   // The GPU backend's own: one weight chunk dequantized to fp32 (at most 2^24 floats, 64 MiB);
   // with bf16 GEMMs also that chunk in bf16 and the largest GEMM input rounded to bf16 (N x F);
-  // the GEMM attention's scores (device_attention_workspace_bytes, at most 256 MiB).
+  // the attention's workspace (device_attention_workspace_bytes: the GEMM attention's scores, at
+  // most 256 MiB, or a decode step's split-key partials).
   double workspace = 0;
   double total() const { return weights + adapter + kv + acts + logits + workspace; }
 };
@@ -47,9 +48,10 @@ struct InferencePlan {
 // The GPU backend's own workspace for passes of `tokens` rows (InferencePlan::workspace; training
 // adds its loss-head chunk to it, train/memory_plan.h).
 double device_workspace_bytes(const ModelConfig& c, int64_t tokens, backend::Precision precision);
-// The GPU backend's GEMM attention workspace (gpu/attention_plan.h) for B rows of T queries
-// against n keys, the backward's if `backward`; 0 where the tiled kernel runs (T < 16, or rows
-// too long for its bound).
+// The GPU backend's attention workspace (gpu/attention_plan.h) for a pass of B rows of T queries
+// against n keys (with its backward if `backward`): the GEMM attention's scores (T >= 16) or the
+// split-key kernel's partials (T <= 4); 0 where only the tiled kernel runs (5 to 15 queries, or
+// rows too long for the GEMM's bound).
 double device_attention_workspace_bytes(const ModelConfig& c, int64_t B, int64_t T, int64_t n,
                                         bool backward);
 

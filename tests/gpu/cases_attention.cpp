@@ -34,6 +34,15 @@
 //    |Δlse| ≤ 2·max ε + u·(n + 1) + 2u·|lse − m| + u·|lse|   (no rescale factors).
 //  Its backward forms the same quantities as the tiled one (P from lse, dP and D dots, dS), with
 //  every sum in an order of the BLAS or a butterfly: the bounds above hold for any order.
+//  The split-key kernel (src/gpu/attention_split.cu; forward only, decode steps) forms each
+//  block's weights against the block's own max m_s (the same ε_j bound: m_s >= s_j >= min s),
+//  then merges the S blocks of a row with f_s = expf(m_s − M), which errs by 2u + u·(m − min s)
+//  and is multiplied into the block's sums (u more): so each weight's relative error is
+//  ε'_j = ε_j + u·((m − min s) + 3). Sums: l_s by a tree of 8 levels (8u relative),
+//  L over the blocks serially (S terms); acc_s by R = 256/HD parts of at most min(n, 256) keys
+//  each, the parts in order, then the blocks in order; out = O·(1/L) rounded twice. So
+//    |Δout_d| ≤ Σ_j P_j·ε'_j·|v_jd − out_d| + u·(min(n, 256) + R + 2S + 10)·Σ_j P_j|v_jd| + 2u·|out_d|,
+//    |Δlse| ≤ 2·max ε' + u·(S + 8) + 2u·|lse − m| + u·|lse|.
 //  Each bound also gets u·|ref| for the reference's own rounding to fp32. Where the bound is 0
 //  (padded keys, rows without a visible key, cache rows past T) the GPU must give exactly 0.
 #include <algorithm>
@@ -41,6 +50,7 @@
 #include <limits>
 #include <optional>
 
+#include "core/error.h"
 #include "gpu/attention_plan.h"
 #include "gpu/blas.h"
 #include "gpu/ops.h"
@@ -52,8 +62,9 @@ namespace medtune::gpu_test {
 
 namespace {
 
-// The two GPU implementations of the op (src/gpu/attention.cu, src/gpu/attention_gemm.cu).
-enum class Kernel { kTiled, kGemm };
+// The GPU implementations of the op (src/gpu/attention.cu, src/gpu/attention_gemm.cu, and for
+// the forward of decode steps src/gpu/attention_split.cu).
+enum class Kernel { kTiled, kGemm, kSplit };
 
 struct AttnCase {
   ops::AttentionShape s;
@@ -91,8 +102,11 @@ Bounds attention_bounds(const ops::AttentionShape& s, const std::vector<float>& 
                         const std::vector<float>& k, const std::vector<float>& v,
                         const std::vector<float>& dout, const std::vector<uint8_t>& key_valid,
                         const int64_t* seg_start, Kernel kernel) {
-  const bool gemm = kernel == Kernel::kGemm;
+  const bool gemm = kernel == Kernel::kGemm, split = kernel == Kernel::kSplit;
   const int64_t HD = s.HD, group = s.NH / s.NKV, S = s.past + s.T;
+  // The split-key kernel's blocks per row and parts per block.
+  const double blocks = static_cast<double>(gpu::split_key_blocks(S));
+  const double parts = static_cast<double>(256 / HD);
   const double scale = 1.0 / std::sqrt(static_cast<double>(HD));
   const double nacc = static_cast<double>(s.T * group);
   Bounds bd;
@@ -137,7 +151,8 @@ Bounds attention_bounds(const ops::AttentionShape& s, const std::vector<float>& 
           const size_t J = static_cast<size_t>(j);
           P[J] = std::exp(sc[J] - m);
           l += P[J];
-          eps[J] = kU * (static_cast<double>(HD + 2) * A[J] + (m - smin) + 3);
+          eps[J] = kU * (static_cast<double>(HD + 2) * A[J] + (m - smin) + 3) +
+                   (split ? kU * ((m - smin) + 3) : 0.0);
           max_eps = std::max(max_eps, eps[J]);
         }
         const double lse = m + std::log(l);
@@ -145,11 +160,15 @@ Bounds attention_bounds(const ops::AttentionShape& s, const std::vector<float>& 
         // Forward roundings of the sums: the tiled kernel's Σ p·v and l with its rescales; the
         // GEMM attention's l, 1/l and product (common to the row: coef_out·|out|) and the BLAS's
         // Σ P·v (acc_u·Σ P|v|).
-        const double acc_u = gemm ? kU * (nd + 2) : kU * (nd + 2 * nt + 4);
-        const double coef_out = gemm ? kU * (nd + 1) : kU;
+        const double acc_u = gemm    ? kU * (nd + 2)
+                             : split ? kU * (std::min(nd, 256.0) + parts + 2 * blocks + 10)
+                                     : kU * (nd + 2 * nt + 4);
+        const double coef_out = gemm ? kU * (nd + 1) : split ? 2 * kU : kU;
         const double dlse = gemm ? 2 * max_eps + kU * (nd + 1) + 2 * kU * std::fabs(lse - m) + kU * std::fabs(lse)
-                                 : 2 * max_eps + acc_u + 2 * kU * std::fabs(lse - m) + kU * std::fabs(lse) +
-                                       kU * (2 * nt + (m - smin));
+                            : split ? 2 * max_eps + kU * (blocks + 8) + 2 * kU * std::fabs(lse - m) +
+                                          kU * std::fabs(lse)
+                                    : 2 * max_eps + acc_u + 2 * kU * std::fabs(lse - m) + kU * std::fabs(lse) +
+                                          kU * (2 * nt + (m - smin));
         const size_t li = static_cast<size_t>((b * s.T + t) * s.NH + h);
         bd.lse_ref[li] = static_cast<float>(lse);
         bd.lse[li] = 2 * dlse;
@@ -231,8 +250,8 @@ void check_lse(Checks& c, std::vector<float> lse, std::vector<float> ref, const 
 void add_case(Registry& r, const std::string& label, const AttnCase& a, bool quick,
               Kernel kernel = Kernel::kTiled, int64_t kv_chunk = 0) {
   const ops::AttentionShape s = a.s;
-  const bool gemm = kernel == Kernel::kGemm;
-  const std::string dims = std::string(gemm ? "gemm_" : "") + label + "/" +
+  const bool gemm = kernel == Kernel::kGemm, split = kernel == Kernel::kSplit;
+  const std::string dims = std::string(gemm ? "gemm_" : split ? "split_" : "") + label + "/" +
       shape({{"B", s.B}, {"T", s.T}, {"past", s.past}, {"Smax", s.Smax}, {"NH", s.NH},
              {"NKV", s.NKV}, {"HD", s.HD}}) + (a.padded ? ",padded" : "") + (a.packed ? ",packed" : "");
   r.add("attention/" + dims, quick, [=](Checks& c, const gpu::Stream& st) {
@@ -244,7 +263,7 @@ void add_case(Registry& r, const std::string& label, const AttnCase& a, bool qui
                                                     : std::vector<uint8_t>(static_cast<size_t>(s.B * s.Smax), 1);
     const std::vector<int64_t> seg = a.packed ? make_seg_start(a) : std::vector<int64_t>{};
     const int64_t* seg_host = a.packed ? seg.data() : nullptr;
-    const bool backward = s.past == 0;
+    const bool backward = s.past == 0 && !split;  // the split-key kernel is a forward only
 
     std::vector<float> out_ref(nq);
     ops::ref::attention_forward(out_ref.data(), q.data(), k.data(), v.data(),
@@ -262,7 +281,10 @@ void add_case(Registry& r, const std::string& label, const AttnCase& a, bool qui
         gpu::plan_attention_gemm(s.B, s.T, s.past + s.T, s.NH, s.NKV, backward);
     c.record(!gemm || plan.use, "the GEMM attention's plan applies to this shape");
     if (gemm && !plan.use) return;
-    const int64_t work_bytes = !gemm ? 0
+    const int64_t split_bytes = gpu::split_attention_workspace_bytes(s.B, s.T, s.past + s.T, s.NH, s.HD);
+    c.record(!split || split_bytes > 0, "the split-key kernel takes this shape");
+    const int64_t work_bytes = split ? split_bytes
+                               : !gemm ? 0
                                : kv_chunk > 0 ? plan.rowstat_bytes + kv_chunk * plan.per_kv_bytes
                                               : plan.workspace_bytes();
     if (gemm && kv_chunk > 0)
@@ -279,7 +301,10 @@ void add_case(Registry& r, const std::string& label, const AttnCase& a, bool qui
     const uint8_t* valid_ptr = a.padded ? d_valid.data() : nullptr;
     const int64_t* seg_ptr = a.packed ? d_seg.data() : nullptr;
     const auto forward = [&](float* o, float* l) {
-      if (gemm)
+      if (split)
+        gpu::attention_forward_split(d_work.data(), work_bytes, o, l, d_q.data(), d_k.data(),
+                                     d_v.data(), valid_ptr, s, st);
+      else if (gemm)
         gpu::attention_forward_gemm(*blas, d_work.data(), work_bytes, o, l, d_q.data(), d_k.data(), d_v.data(),
                                     valid_ptr, seg_ptr, s);
       else
@@ -297,7 +322,32 @@ void add_case(Registry& r, const std::string& label, const AttnCase& a, bool qui
     GuardedDevice<float> d_out2(nq, st);
     forward(d_out2.data(), nullptr);
     c.bit_exact("out without lse == out", d_out2.download(st), out);
-    if (gemm) c.guards("workspace (forward)", d_work, st);
+    if (gemm || split) c.guards("workspace (forward)", d_work, st);
+    if (split) {
+      // Deterministic, and refuses what it does not take: a workspace one float short, more
+      // queries per row than kSplitMaxQueries.
+      GuardedDevice<float> d_out3(nq, st);
+      forward(d_out3.data(), nullptr);
+      c.bit_exact("out run twice", d_out3.download(st), out);
+      bool short_refused = false, long_refused = false;
+      try {
+        gpu::attention_forward_split(d_work.data(), work_bytes - 4, d_out3.data(), nullptr, d_q.data(),
+                                     d_k.data(), d_v.data(), valid_ptr, s, st);
+      } catch (const Internal&) {
+        short_refused = true;
+      }
+      ops::AttentionShape longer = s;
+      longer.T = gpu::kSplitMaxQueries + 1;
+      longer.Smax = std::max(s.Smax, longer.past + longer.T);
+      try {
+        gpu::attention_forward_split(d_work.data(), work_bytes, d_out3.data(), nullptr, d_q.data(),
+                                     d_k.data(), d_v.data(), valid_ptr, longer, st);
+      } catch (const Internal&) {
+        long_refused = true;
+      }
+      c.record(short_refused, "a workspace below split_attention_workspace_bytes is refused");
+      c.record(long_refused, "T > kSplitMaxQueries is refused");
+    }
     if (!backward) return;
 
     const auto backward_pass = [&] {
@@ -359,6 +409,19 @@ void register_attention_cases(Registry& r) {
   add_case(r, "chunk2", {{2, 33, 0, 33, 10, 5, 16}, true, true}, true, G, 2);
   add_case(r, "llama3_8b", {{1, 512, 0, 512, 32, 8, 128}}, false, G);
   add_case(r, "llama2_7b", {{1, 256, 0, 256, 32, 32, 128}, true, false}, false, G);
+  // The split-key kernel (decode steps, T <= 4): one and several blocks of 256 keys per row;
+  // queries whose causal end falls inside the last block (T = 3 across the 512 boundary); a row
+  // whose only key is padding (no visible key: zeros, lse −inf); HD 16 (16 parts), 80 (3 parts,
+  // 16 threads idle), 128 and 256; GQA, MQA, MHA; Llama-2-7B and Llama-3-8B decode shapes.
+  const Kernel S = Kernel::kSplit;
+  add_case(r, "tiny", {{2, 1, 0, 1, 2, 1, 16}, true, false}, true, S);
+  add_case(r, "decode", {{2, 1, 300, 320, 4, 2, 64}, true, false}, true, S);
+  add_case(r, "boundary", {{1, 3, 510, 520, 8, 8, 128}}, true, S);
+  add_case(r, "hd80", {{2, 2, 40, 50, 4, 4, 80}, true, false}, true, S);
+  add_case(r, "hd256", {{1, 1, 700, 701, 2, 1, 256}}, true, S);
+  add_case(r, "long", {{1, 4, 2000, 2004, 4, 1, 64}, true, false}, true, S);
+  add_case(r, "llama2_7b", {{1, 1, 300, 512, 32, 32, 128}}, false, S);
+  add_case(r, "llama3_8b", {{4, 1, 1000, 1100, 32, 8, 128}, true, false}, false, S);
 }
 
 }  // namespace medtune::gpu_test

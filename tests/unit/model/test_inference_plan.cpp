@@ -153,8 +153,10 @@ TEST(AttentionGemmPlan, DecodeStepsAndOverlongRowsTakeTheTiledKernel) {
 }
 
 // The device plans count that workspace: fp32's other workspace does not depend on the pass, so
-// the difference between a long and a one-token pass is the attention's.
-TEST(InferencePlan, CountsTheGemmAttentionWorkspace) {
+// the difference between a long and a one-token pass is the attention's: the GEMM attention's
+// scores for the long pass, the split-key kernel's partials for a decode step (which every plan
+// includes: generation decodes after its prompt).
+TEST(InferencePlan, CountsTheAttentionWorkspace) {
   const ModelConfig c = io::open_checkpoint(kFixture).config;
   const InferencePlan one = plan_inference(c, 1e6, nullptr, {2, 300, 1, 1}, backend::Precision::kFp32);
   const InferencePlan many = plan_inference(c, 1e6, nullptr, {2, 300, 600, 2}, backend::Precision::kFp32);
@@ -162,9 +164,16 @@ TEST(InferencePlan, CountsTheGemmAttentionWorkspace) {
       static_cast<double>(gpu::plan_attention_gemm(2, 300, 300, c.num_attention_heads,
                                                    c.num_key_value_heads, false)
                               .workspace_bytes());
-  EXPECT_GT(attention, 0.0);
-  EXPECT_EQ(many.workspace - one.workspace, attention);
+  // 2 rows x 1 query x NH heads x (2 blocks of 256 keys) x (HD + 2) floats, rounded up to 256.
+  const double split = static_cast<double>(gpu::split_attention_workspace_bytes(
+      2, 1, 300, c.num_attention_heads, c.head_dim));
+  EXPECT_EQ(split, static_cast<double>(gpu::round_up_256(
+                       2 * 1 * c.num_attention_heads * 2 * (c.head_dim + 2) * 4)));
+  EXPECT_GT(attention, split);
+  EXPECT_EQ(many.workspace - one.workspace, attention - split);
   EXPECT_EQ(device_attention_workspace_bytes(c, 2, 300, 300, false), attention);
+  EXPECT_EQ(device_attention_workspace_bytes(c, 2, 1, 300, false), split);
+  EXPECT_EQ(device_attention_workspace_bytes(c, 2, 8, 300, false), 0.0);  // the tiled kernel
 }
 
 TEST(InferencePlan, TooLargeIsRefusedWithItsNumbers) {
