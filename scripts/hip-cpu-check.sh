@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the GPU attention cases (tests/gpu/cases_attention.cpp: the tiled kernel and the GEMM
-# attention) on the CPU under HIP-CPU; tests/gpu/hip_cpu/README.md says what that checks and what
-# it cannot. Not part of CI (HIP-CPU is not packaged).
+# Runs GPU op cases on the CPU under HIP-CPU: the attention cases (tests/gpu/cases_attention.cpp:
+# the tiled kernel, the GEMM attention, the split-key decode kernel) and the decode GEMV's
+# (tests/gpu/cases_gemv.cpp); tests/gpu/hip_cpu/README.md says what that checks and what it
+# cannot. Not part of CI (HIP-CPU is not packaged).
 #   scripts/hip-cpu-check.sh HIPCPU_DIR [FILTER]
 # HIPCPU_DIR: a copy of https://github.com/ROCm/HIP-CPU (its include/ is used). Needs libtbb-dev
 # and the CPU build in build/ (its libmedtune_ops.a and libmedtune_core.a: the references).
@@ -17,8 +18,8 @@ out=build-hip-cpu
 mkdir -p "$out"
 # An ordinary C++ compiler has no triple chevrons: kernel<<<g, b, shmem, stream>>>(args) becomes
 # hipLaunchKernelGGL(kernel, g, b, shmem, stream, args). Every launch in these files has all four.
-for f in attention attention_gemm runtime; do
-  sed -E 's/([A-Za-z_]+)<<<([^,]+), ([^,]+), ([^,]+), ([^>]+)>>>\(/hipLaunchKernelGGL(\1, \2, \3, \4, \5, /' \
+for f in attention attention_gemm attention_split gemv runtime; do
+  sed -E 's/([A-Za-z_][A-Za-z0-9_]*)<<<([^,]+), ([^,]+), ([^,]+), ([^>]+)>>>\(/hipLaunchKernelGGL(\1, \2, \3, \4, \5, /' \
     "src/gpu/$f.cu" > "$out/$f.cpp"
   if grep -q '<<<' "$out/$f.cpp"; then echo "src/gpu/$f.cu: a launch the rewrite missed"; exit 1; fi
 done
@@ -28,13 +29,14 @@ sed -i -e 's/d\.arch = prop\.gcnArchName;/d.arch = "hip-cpu";/' \
   "$out/runtime.cpp"
 flags=(-std=c++20 -O2 -DMEDTUNE_GPU_HIP -Itests/gpu/hip_cpu -I"$hipcpu/include" -Isrc -Itests/gpu -Itests)
 objs=()
-for src in "$out/attention.cpp" "$out/attention_gemm.cpp" "$out/runtime.cpp" tests/gpu/hip_cpu/host_blas.cpp \
-           tests/gpu/hip_cpu/main.cpp tests/gpu/op_test.cpp tests/gpu/run.cpp tests/gpu/cases_attention.cpp; do
+for src in "$out/attention.cpp" "$out/attention_gemm.cpp" "$out/attention_split.cpp" "$out/gemv.cpp" \
+           "$out/runtime.cpp" tests/gpu/hip_cpu/host_blas.cpp tests/gpu/hip_cpu/main.cpp \
+           tests/gpu/op_test.cpp tests/gpu/run.cpp tests/gpu/cases_attention.cpp tests/gpu/cases_gemv.cpp; do
   obj="$out/$(basename "${src%.*}").o"
   # -w: HIP-CPU's kernels by value draw "unsupported argument type for simd" notes from GCC.
   g++ "${flags[@]}" -w -c "$src" -o "$obj"
   objs+=("$obj")
 done
-g++ -o "$out/hip_cpu_attention" "${objs[@]}" build/libmedtune_ops.a build/libmedtune_core.a \
+g++ -o "$out/hip_cpu_cases" "${objs[@]}" build/libmedtune_ops.a build/libmedtune_core.a \
   -lopenblas -lgomp -ltbb -lpthread
-"$out/hip_cpu_attention" "$filter"
+"$out/hip_cpu_cases" "$filter"

@@ -9,7 +9,9 @@
 // layers' GEMMs (linear_forward, linear_backward_input: the base weights, the lm_head) run at the
 // backend's precision: fp32 through cuBLAS/hipBLAS SGEMM (no TF32), or bf16: the activations and
 // the weight chunk rounded to bf16 (a BF16 checkpoint's weights read as stored, no conversion),
-// products and sums in fp32 (GemmEx). Everything else, the adapters' GEMMs included, is fp32.
+// products and sums in fp32 (GemmEx; up to 8 tokens, decode steps, gpu/gemv.cu instead: session
+// 33, NEVER RUN on a GPU yet; MEDTUNE_GPU_GEMV=off keeps GemmEx). Everything else, the adapters'
+// GEMMs included, is fp32.
 // Attention from 16 queries per row on: the GEMM attention (gpu/attention_gemm.cu, fp32 SGEMMs;
 // written in session 32 and NEVER RUN on a GPU yet); forwards of up to 4 queries per row (decode
 // steps): the split-key kernel (gpu/attention_split.cu, session 33, NEVER RUN on a GPU yet);
@@ -233,9 +235,13 @@ class GpuBackend final : public Backend {
     if (precision_ == Precision::kBf16) {
       const uint16_t* xb = to_bf16(act_bf16_, x, N * w.cols);  // (N, cols)
       const uint16_t* wb = nullptr;
-      for (Chunk ch(*this, w); ch.next_bf16(wb);)
-        gpu::gemm_bf16(*blas_, false, true, N, ch.r1 - ch.r0, w.cols, 1.0f, xb, w.cols, wb, w.cols, 0.0f,
-                       y + ch.r0, w.rows);
+      for (Chunk ch(*this, w); ch.next_bf16(wb);) {
+        if (gemv_ && N <= gpu::kGemvMaxTokens)  // decode steps: a read of the weights (gemv.cu)
+          gpu::gemv_bf16(y + ch.r0, w.rows, xb, wb, N, ch.r1 - ch.r0, w.cols, *stream_);
+        else
+          gpu::gemm_bf16(*blas_, false, true, N, ch.r1 - ch.r0, w.cols, 1.0f, xb, w.cols, wb,
+                         w.cols, 0.0f, y + ch.r0, w.rows);
+      }
     } else {
       const float* wd = nullptr;
       for (Chunk ch(*this, w); ch.next(wd);)
@@ -521,6 +527,17 @@ class GpuBackend final : public Backend {
   // session 32).
   bool gemm_attention_ = attention_kernel_from_env();
 
+  // MEDTUNE_GPU_GEMV: "on" (default: gpu/gemv.cu for bf16 passes of up to 8 tokens) or "off"
+  // (the BLAS's GemmEx for every pass, as before session 33).
+  bool gemv_ = gemv_from_env();
+
+  static bool gemv_from_env() {
+    const char* e = std::getenv("MEDTUNE_GPU_GEMV");
+    const std::string v = e != nullptr ? e : "";
+    if (v.empty() || v == "on") return true;
+    if (v == "off") return false;
+    throw BadInput("MEDTUNE_GPU_GEMV=" + v + ": expected on (the default) or off");
+  }
   static bool attention_kernel_from_env() {
     const char* e = std::getenv("MEDTUNE_GPU_ATTENTION");
     const std::string v = e != nullptr ? e : "";

@@ -101,6 +101,14 @@ double sum_squares(const float* x, int64_t n, double init, const Stream& stream)
 void dequantize(DType t, const void* src, float* dst, int64_t n, const Stream& stream);
 bool dequantize_supported(DType t);
 
+// ---- the bf16 linear layers' product for a few tokens (gpu/gemv.cu; NEVER RUN on a GPU yet):
+// y[n * y_stride + r] = Σ_c x[n, c]·W[r, c] for n < N <= kGemvMaxTokens, r < rows; x (N, cols)
+// and W (rows, cols) bf16 bits, products exact in fp32, summed in fp32 (the GEMM's contract in
+// another order: decode steps, where the BLAS's GEMM reads the weights far below the bandwidth).
+inline constexpr int64_t kGemvMaxTokens = 8;
+void gemv_bf16(float* y, int64_t y_stride, const uint16_t* x, const uint16_t* w, int64_t N,
+               int64_t rows, int64_t cols, const Stream& stream);
+
 // ---- causal GQA attention (ops::attention_forward / ops::attention_backward), flash-style: no
 // (T, T) score matrix in device memory. Same shapes, masks and semantics as the CPU op (ops.h):
 //   q, out, dq, dout: (B, T, NH, HD)   k, v, dk, dv: (B, Smax, NKV, HD)   key_valid: (B, Smax) or

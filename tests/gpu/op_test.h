@@ -67,6 +67,7 @@ void register_dequantize_cases(Registry& r);
 void register_convert_cases(Registry& r);
 void register_attention_cases(Registry& r);
 void register_gemm_cases(Registry& r);
+void register_gemv_cases(Registry& r);
 void register_elementwise_cases(Registry& r);
 void register_all_cases(Registry& r);
 // The NCCL/RCCL cases (cases_collectives.cpp), apart: they need libnccl/librccl at run time.

@@ -18,6 +18,7 @@ void register_all_cases(Registry& r) {
   register_convert_cases(r);
   register_attention_cases(r);
   register_gemm_cases(r);
+  register_gemv_cases(r);
   register_elementwise_cases(r);
 }
 

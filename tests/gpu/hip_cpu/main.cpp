@@ -1,6 +1,7 @@
-// The GPU attention cases of tests/gpu/cases_attention.cpp (the tiled kernel and the GEMM
-// attention, with their derived bounds) run by HIP-CPU on the CPU: scripts/hip-cpu-check.sh.
-//   hip_cpu_attention [FILTER]
+// GPU op cases run by HIP-CPU on the CPU (scripts/hip-cpu-check.sh), with their derived bounds:
+// tests/gpu/cases_attention.cpp (the tiled kernel, the GEMM attention, the split-key decode
+// kernel) and tests/gpu/cases_gemv.cpp (the decode steps' bf16 product).
+//   hip_cpu_cases [FILTER]
 #include <cstdio>
 #include <string>
 
@@ -9,7 +10,7 @@
 
 using namespace medtune;
 
-// run.cpp's register_all_cases names every op file; only the attention cases are built here.
+// run.cpp's register_all_cases names every op file; only the cases above are built here.
 namespace medtune::gpu_test {
 void register_runtime_cases(Registry&) {}
 void register_embedding_cases(Registry&) {}
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   const std::string filter = argc > 1 ? argv[1] : "";
   gpu_test::Registry registry;
   gpu_test::register_attention_cases(registry);
+  gpu_test::register_gemv_cases(registry);
   int passed = 0, failed = 0;
   const auto report = [&](const gpu_test::CaseResult& r) {
     (r.ok ? passed : failed) += 1;
@@ -38,6 +40,6 @@ int main(int argc, char** argv) {
   };
   gpu::Stream stream;
   gpu_test::run_cases(registry, false, filter, stream, report);
-  std::printf("\nHIP-CPU attention cases: %d passed, %d failed\n", passed, failed);
+  std::printf("\nHIP-CPU cases: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -1,0 +1,106 @@
+// The decode steps' bf16 product (gpu/gemv.cu) against a plain loop in double.
+//
+// Tolerance: the GEMM cases' (cases_gemm.cpp): an fp32 sum of K = cols products in any order errs
+// by at most (K + 1)·u·Σ_k|x_k·w_k| to first order; here the products of two bf16 values are
+// exact in fp32 (8-bit significands: 16 bits of product), so K·u would do, and the bound keeps the
+// GEMM's (K + 2)·u, doubled for second-order terms, plus u·|ref| for the reference's rounding.
+// The inputs are bf16 values (random normals rounded), so the reference sees what the GPU sees.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "gpu/ops.h"
+#include "op_test.h"
+
+namespace medtune::gpu_test {
+
+namespace {
+
+std::vector<uint16_t> bf16_normals(size_t n, uint64_t seed, float stddev) {
+  const std::vector<float> f = random_normals(n, seed, stddev);
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(f[i]);
+  return out;
+}
+
+// y (N, y_stride): columns [0, rows) = x·Wᵀ; `offset` elements shift x and W off their 16-byte
+// alignment (the kernel's element-by-element path, as do cols not a multiple of 8).
+void add_case(Registry& r, int64_t N, int64_t rows, int64_t cols, int64_t y_stride, int64_t offset,
+              bool quick) {
+  const std::string name =
+      "gemv/bf16/" + shape({{"N", N}, {"rows", rows}, {"cols", cols}, {"y_stride", y_stride}}) +
+      (offset != 0 ? ",unaligned" : "");
+  r.add(name, quick, [=](Checks& c, const gpu::Stream& s) {
+    const std::vector<uint16_t> x = bf16_normals(static_cast<size_t>(N * cols + offset), 51, 1.0f);
+    const std::vector<uint16_t> w =
+        bf16_normals(static_cast<size_t>(rows * cols + offset), 52, 0.05f);
+    std::vector<float> ref(static_cast<size_t>(N * rows));
+    std::vector<double> bound(ref.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < rows; ++j) {
+        double acc = 0.0, mag = 0.0;
+        for (int64_t k = 0; k < cols; ++k) {
+          const double p =
+              static_cast<double>(bf16_to_f32(x[static_cast<size_t>(offset + n * cols + k)])) *
+              static_cast<double>(bf16_to_f32(w[static_cast<size_t>(offset + j * cols + k)]));
+          acc += p;
+          mag += std::fabs(p);
+        }
+        const size_t o = static_cast<size_t>(n * rows + j);
+        ref[o] = static_cast<float>(acc);
+        bound[o] = 2 * (static_cast<double>(cols + 2) * kU * mag + kU * std::fabs(acc));
+      }
+    GuardedDevice<uint16_t> d_x(x, s), d_w(w, s);
+    GuardedDevice<float> d_y(static_cast<size_t>(N * y_stride), s);  // NaN bytes: never read
+    gpu::gemv_bf16(d_y.data(), y_stride, d_x.data() + offset, d_w.data() + offset, N, rows, cols,
+                   s);
+    const std::vector<float> all = d_y.download(s);
+    std::vector<float> got(ref.size());
+    size_t padding_written = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < y_stride; ++j) {
+        const float v = all[static_cast<size_t>(n * y_stride + j)];
+        if (j < rows)
+          got[static_cast<size_t>(n * rows + j)] = v;
+        else
+          padding_written += std::isnan(v) ? 0 : 1;
+      }
+    c.guards("y", d_y, s);
+    c.record(padding_written == 0,
+             "y's columns past rows untouched (" + std::to_string(padding_written) + " written)");
+    c.nan_agreement("y", got, ref);
+    c.within("y", got, ref, bound);
+    // Deterministic: a second run gives the same bits.
+    GuardedDevice<float> d_y2(static_cast<size_t>(N * y_stride), s);
+    gpu::gemv_bf16(d_y2.data(), y_stride, d_x.data() + offset, d_w.data() + offset, N, rows, cols,
+                   s);
+    c.bit_exact("y run twice", d_y2.download(s), all);
+    bool refused = false;
+    try {
+      gpu::gemv_bf16(d_y2.data(), y_stride, d_x.data(), d_w.data(), gpu::kGemvMaxTokens + 1, rows,
+                     cols, s);
+    } catch (const Internal&) {
+      refused = true;
+    }
+    c.record(refused, "N > kGemvMaxTokens is refused");
+  });
+}
+
+}  // namespace
+
+void register_gemv_cases(Registry& r) {
+  //              N  rows   cols  y_stride offset
+  add_case(r, 1, 1, 8, 1, 0, true);
+  add_case(r, 1, 37, 40, 37, 0, true);           // rows not a multiple of the warps per block
+  add_case(r, 3, 33, 36, 40, 0, true);           // cols not a multiple of 8; padded y rows
+  add_case(r, 8, 70, 264, 70, 0, true);          // the most tokens; a lane's last chunk partial
+  add_case(r, 2, 19, 64, 19, 1, true);           // unaligned x and W
+  add_case(r, 1, 4096, 4096, 4096, 0, false);    // Llama-2-7B q/k/v/o, one token
+  add_case(r, 4, 11008, 4096, 11008, 0, false);  // its gate/up, four tokens
+  add_case(r, 1, 4096, 14336, 4096, 0, false);   // Llama-3-8B down_proj
+}
+
+}  // namespace medtune::gpu_test
