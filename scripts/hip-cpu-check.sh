@@ -17,9 +17,10 @@ done
 out=build-hip-cpu
 mkdir -p "$out"
 # An ordinary C++ compiler has no triple chevrons: kernel<<<g, b, shmem, stream>>>(args) becomes
-# hipLaunchKernelGGL(kernel, g, b, shmem, stream, args). Every launch in these files has all four.
+# hipLaunchKernelGGL(kernel, g, b, shmem, stream, args), kernel<T> too. Every launch in these files
+# has all four.
 for f in attention attention_gemm attention_split gemv runtime; do
-  sed -E 's/([A-Za-z_][A-Za-z0-9_]*)<<<([^,]+), ([^,]+), ([^,]+), ([^>]+)>>>\(/hipLaunchKernelGGL(\1, \2, \3, \4, \5, /' \
+  sed -E 's/([A-Za-z_][A-Za-z0-9_]*(<[^<>]*>)?)<<<([^,]+), ([^,]+), ([^,]+), ([^>]+)>>>\(/hipLaunchKernelGGL(\1, \3, \4, \5, \6, /' \
     "src/gpu/$f.cu" > "$out/$f.cpp"
   if grep -q '<<<' "$out/$f.cpp"; then echo "src/gpu/$f.cu: a launch the rewrite missed"; exit 1; fi
 done

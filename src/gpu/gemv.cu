@@ -11,9 +11,11 @@
 // bf16 values are exact in fp32, summed by fmaf serially per lane, then a butterfly over the warp.
 // Rows past the last are masked by value (their warps still take part in the shuffles).
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
+#include "gpu/decode.h"
 #include "gpu/launch.h"
 #include "gpu/ops.h"
 
@@ -35,45 +37,102 @@ __device__ inline void widen(const Bf16x8& v, float (&out)[8]) {
   }
 }
 
-// grid: ceil(rows / warps per block), kThreads. vec8: cols % 8 == 0 and x, w 16-byte aligned.
+// The row this warp computes, and its lane (grid: ceil(rows / warps per block), kThreads).
+struct WarpRow {
+  int64_t r;
+  int lane;
+  bool valid;  // r < rows: rows past the last are masked by value
+};
+__device__ inline WarpRow warp_row(int64_t rows) {
+  const int warps = static_cast<int>(blockDim.x) / kWarpSize;
+  const int64_t r =
+      static_cast<int64_t>(blockIdx.x) * warps + static_cast<int>(threadIdx.x) / kWarpSize;
+  return {r, static_cast<int>(threadIdx.x) % kWarpSize, r < rows};
+}
+
+// acc[n] += w[0, 8)·x[n][c, c + 8) for n < N, serially over the 8 (x: (N, cols), 16-byte aligned
+// rows).
+__device__ inline void dot8(float (&acc)[kTokens], const float (&wf)[8], const uint16_t* x,
+                            int64_t cols, int64_t c, int N) {
+  float xf[8];
+#pragma unroll
+  for (int n = 0; n < kTokens; ++n) {
+    if (n < N) {  // unrolled with a guard: acc stays in registers
+      widen(*reinterpret_cast<const Bf16x8*>(x + n * cols + c), xf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[n] = fmaf(wf[e], xf[e], acc[n]);
+    }
+  }
+}
+
+// The warp's sums into y[n * y_stride + r]. Every lane of every warp reaches the same shuffles
+// (N is the same for the whole grid).
+__device__ inline void store_sums(float* y, int64_t y_stride, const float (&acc)[kTokens], int N,
+                                  const WarpRow& wr) {
+  for (int n = 0; n < N; ++n) {
+    const float sum = warp_sum(acc[n]);
+    if (wr.valid && wr.lane == 0) y[n * y_stride + wr.r] = sum;
+  }
+}
+
+// vec8: cols % 8 == 0 and x, w 16-byte aligned.
 //   y: (N, y_stride), columns [0, rows) written   x: (N, cols)   w: (rows, cols)
 __global__ void gemv_bf16_kernel(float* y, int64_t y_stride, const uint16_t* x, const uint16_t* w,
                                  int N, int64_t rows, int64_t cols, bool vec8) {
-  const int warps = static_cast<int>(blockDim.x) / kWarpSize;
-  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * warps + warp;
-  const bool valid = r < rows;
-  const uint16_t* wr = w + (valid ? r : 0) * cols;
+  const WarpRow wr = warp_row(rows);
+  const uint16_t* row = w + (wr.valid ? wr.r : 0) * cols;
   float acc[kTokens];
 #pragma unroll
   for (int n = 0; n < kTokens; ++n) acc[n] = 0.0f;
-  if (valid && vec8) {
-    for (int64_t c = 8 * static_cast<int64_t>(lane); c < cols; c += 8 * kWarpSize) {
-      float wf[8], xf[8];
-      widen(*reinterpret_cast<const Bf16x8*>(wr + c), wf);
-#pragma unroll
-      for (int n = 0; n < kTokens; ++n) {
-        if (n < N) {  // unrolled with a guard: acc stays in registers
-          widen(*reinterpret_cast<const Bf16x8*>(x + n * cols + c), xf);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) acc[n] = fmaf(wf[e], xf[e], acc[n]);
-        }
-      }
+  if (wr.valid && vec8) {
+    for (int64_t c = 8 * static_cast<int64_t>(wr.lane); c < cols; c += 8 * kWarpSize) {
+      float wf[8];
+      widen(*reinterpret_cast<const Bf16x8*>(row + c), wf);
+      dot8(acc, wf, x, cols, c, N);
     }
-  } else if (valid) {
-    for (int64_t c = lane; c < cols; c += kWarpSize) {
-      const float wf = bf16_bits_to_float(wr[c]);
+  } else if (wr.valid) {
+    for (int64_t c = wr.lane; c < cols; c += kWarpSize) {
+      const float wf = bf16_bits_to_float(row[c]);
 #pragma unroll
       for (int n = 0; n < kTokens; ++n)
         if (n < N) acc[n] = fmaf(wf, bf16_bits_to_float(x[n * cols + c]), acc[n]);
     }
   }
-  // Every lane of every warp reaches the same shuffles (N is the same for the whole grid).
-  for (int n = 0; n < N; ++n) {
-    const float sum = warp_sum(acc[n]);
-    if (valid && lane == 0) y[n * y_stride + r] = sum;
+  store_sums(y, y_stride, acc, N, wr);
+}
+
+// f rounded to the nearest bf16, ties to even, and widened back: core/half.h's
+// bf16_to_f32(f32_to_bf16(f)), which the f32_to_bf16 kernel matches for every non-NaN value.
+__device__ inline float round_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    u |= 0x00400000u;  // NaN: stays a (quiet) NaN
+  else
+    u += 0x7fffu + ((u >> 16) & 1u);
+  return __uint_as_float(u & 0xffff0000u);
+}
+
+// The vec8 path of gemv_bf16_kernel on weights as stored (type T, row_bytes per row): each weight
+// decoded (gpu/decode.h, the dequantize kernel's values) and rounded to bf16 where it is used.
+template <DType T>
+__global__ void gemv_stored_kernel(float* y, int64_t y_stride, const uint16_t* x, const uint8_t* w,
+                                   int64_t row_bytes, int N, int64_t rows, int64_t cols,
+                                   decode_detail::Nf4Code code) {
+  const WarpRow wr = warp_row(rows);
+  const uint8_t* row = w + (wr.valid ? wr.r : 0) * row_bytes;
+  float acc[kTokens];
+#pragma unroll
+  for (int n = 0; n < kTokens; ++n) acc[n] = 0.0f;
+  if (wr.valid) {
+    for (int64_t c = 8 * static_cast<int64_t>(wr.lane); c < cols; c += 8 * kWarpSize) {
+      float wf[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) wf[e] = round_to_bf16(decode_detail::decode<T>(row, c + e, code));
+      dot8(acc, wf, x, cols, c, N);
+    }
   }
+  store_sums(y, y_stride, acc, N, wr);
 }
 
 bool aligned16(const void* p) {
@@ -96,6 +155,31 @@ void gemv_bf16(float* y, int64_t y_stride, const uint16_t* x, const uint16_t* w,
   const unsigned blocks = rows_grid((rows + warps - 1) / warps, op);
   gemv_bf16_kernel<<<blocks, kThreads, 0, stream_of(stream)>>>(
       y, y_stride, x, w, static_cast<int>(N), rows, cols, vec8);
+  GPU_CHECK_LAUNCH();
+}
+
+void gemv_stored_bf16(float* y, int64_t y_stride, const uint16_t* x, DType t, const void* w,
+                      int64_t N, int64_t rows, int64_t cols, const Stream& stream) {
+  const char* op = "gpu::gemv_stored_bf16";
+  if (!decode_detail::supported(t))
+    throw Internal(std::string(op) + ": no device decode for " + std::string(dtype_name(t)));
+  if (N < 0 || N > kGemvMaxTokens || rows < 0 || cols < 0 || cols % 8 != 0 ||
+      (N > 1 && y_stride < rows) || !aligned16(x))
+    throw Internal(std::string(op) + ": bad call N=" + std::to_string(N) +
+                   " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+                   " y_stride=" + std::to_string(y_stride) + " (N at most " +
+                   std::to_string(kGemvMaxTokens) + ", cols a multiple of 8, x 16-byte aligned)");
+  if (N == 0 || rows == 0) return;
+  const int64_t row_bytes = dtype_row_bytes(t, cols);
+  const int64_t warps = kThreads / kWarpSize;
+  const unsigned blocks = rows_grid((rows + warps - 1) / warps, op);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const decode_detail::Nf4Code code = decode_detail::nf4_code();
+  decode_detail::dispatch(t, [&](auto tag) {
+    constexpr DType T = decltype(tag)::value;
+    gemv_stored_kernel<T><<<blocks, kThreads, 0, stream_of(stream)>>>(
+        y, y_stride, x, wb, row_bytes, static_cast<int>(N), rows, cols, code);
+  });
   GPU_CHECK_LAUNCH();
 }
 

@@ -10,8 +10,8 @@
 // backend's precision: fp32 through cuBLAS/hipBLAS SGEMM (no TF32), or bf16: the activations and
 // the weight chunk rounded to bf16 (a BF16 checkpoint's weights read as stored, no conversion),
 // products and sums in fp32 (GemmEx; up to 8 tokens, decode steps, gpu/gemv.cu instead: session
-// 33, NEVER RUN on a GPU yet; MEDTUNE_GPU_GEMV=off keeps GemmEx). Everything else, the adapters'
-// GEMMs included, is fp32.
+// 33, NEVER RUN on a GPU yet, reading stored types as they are; MEDTUNE_GPU_GEMV=off keeps
+// GemmEx). Everything else, the adapters' GEMMs included, is fp32.
 // Attention from 16 queries per row on: the GEMM attention (gpu/attention_gemm.cu, fp32 SGEMMs;
 // written in session 32 and NEVER RUN on a GPU yet); forwards of up to 4 queries per row (decode
 // steps): the split-key kernel (gpu/attention_split.cu, session 33, NEVER RUN on a GPU yet);
@@ -234,6 +234,13 @@ class GpuBackend final : public Backend {
     const auto timed = prof_->time("linear_forward", [&] { return weight_shape(w); });
     if (precision_ == Precision::kBf16) {
       const uint16_t* xb = to_bf16(act_bf16_, x, N * w.cols);  // (N, cols)
+      if (gemv_ && N <= gpu::kGemvMaxTokens && w.dtype != DType::BF16 && w.cols % 8 == 0) {
+        // Decode steps over a stored type: each weight decoded where it is used (gemv.cu).
+        require_dtype(w.dtype, "a weight matrix");
+        gpu::gemv_stored_bf16(y, w.rows, xb, w.dtype, matrix(w), N, w.rows, w.cols, *stream_);
+        if (bias != nullptr) gpu::add_bias(y, vec(bias, w.rows), N, w.rows, *stream_);
+        return;
+      }
       const uint16_t* wb = nullptr;
       for (Chunk ch(*this, w); ch.next_bf16(wb);) {
         if (gemv_ && N <= gpu::kGemvMaxTokens)  // decode steps: a read of the weights (gemv.cu)

@@ -108,6 +108,12 @@ bool dequantize_supported(DType t);
 inline constexpr int64_t kGemvMaxTokens = 8;
 void gemv_bf16(float* y, int64_t y_stride, const uint16_t* x, const uint16_t* w, int64_t N,
                int64_t rows, int64_t cols, const Stream& stream);
+// The same with W as stored (type t, any type dequantize takes; rows of dtype_row_bytes(t, cols)
+// bytes), each weight decoded and rounded to bf16 in the kernel: the bits of dequantize, then
+// f32_to_bf16, then gemv_bf16 (its 16-byte path), without W's fp32 and bf16 copies. cols % 8 == 0
+// and x 16-byte aligned (Internal otherwise).
+void gemv_stored_bf16(float* y, int64_t y_stride, const uint16_t* x, DType t, const void* w,
+                      int64_t N, int64_t rows, int64_t cols, const Stream& stream);
 
 // ---- causal GQA attention (ops::attention_forward / ops::attention_backward), flash-style: no
 // (T, T) score matrix in device memory. Same shapes, masks and semantics as the CPU op (ops.h):

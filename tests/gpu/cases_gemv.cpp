@@ -1,4 +1,5 @@
-// The decode steps' bf16 product (gpu/gemv.cu) against a plain loop in double.
+// The decode steps' bf16 product (gpu/gemv.cu: gemv_bf16, gemv_stored_bf16) against a plain loop
+// in double.
 //
 // Tolerance: the GEMM cases' (cases_gemm.cpp): an fp32 sum of K = cols products in any order errs
 // by at most (K + 1)·u·Σ_k|x_k·w_k| to first order; here the products of two bf16 values are
@@ -7,9 +8,11 @@
 // The inputs are bf16 values (random normals rounded), so the reference sees what the GPU sees.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "gpu/ops.h"
@@ -89,6 +92,57 @@ void add_case(Registry& r, int64_t N, int64_t rows, int64_t cols, int64_t y_stri
   });
 }
 
+// The same product over W as stored (gemv_stored_bf16): the reference decodes each row as the
+// CPU does (decode_row_ref: the dequantize cases' reference, bit-exact on the GPU), rounds each
+// weight to bf16 (core/half.h) and sums in double; the bound is the one above.
+void add_stored_case(Registry& r, DType t, int64_t N, int64_t rows, int64_t cols, bool quick) {
+  const std::string name = "gemv/stored_" + std::string(dtype_name(t)) + "/" +
+                           shape({{"N", N}, {"rows", rows}, {"cols", cols}});
+  r.add(name, quick, [=](Checks& c, const gpu::Stream& s) {
+    const std::vector<uint16_t> x = bf16_normals(static_cast<size_t>(N * cols), 53, 1.0f);
+    // F32: normals (random_stored's random bit patterns include values whose products overflow).
+    std::vector<uint8_t> w = random_stored(t, rows * cols, 54);
+    if (t == DType::F32) {
+      const std::vector<float> f = random_normals(static_cast<size_t>(rows * cols), 54, 0.05f);
+      std::memcpy(w.data(), f.data(), w.size());
+    }
+    const int64_t row_bytes = dtype_row_bytes(t, cols);
+    std::vector<float> wrow(static_cast<size_t>(cols)), ref(static_cast<size_t>(N * rows));
+    std::vector<double> bound(ref.size());
+    for (int64_t j = 0; j < rows; ++j) {
+      decode_row_ref(t, w.data() + j * row_bytes, wrow.data(), cols);
+      for (float& v : wrow) v = bf16_to_f32(f32_to_bf16(v));
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0.0, mag = 0.0;
+        for (int64_t k = 0; k < cols; ++k) {
+          const double p = static_cast<double>(bf16_to_f32(x[static_cast<size_t>(n * cols + k)])) *
+                           static_cast<double>(wrow[static_cast<size_t>(k)]);
+          acc += p;
+          mag += std::fabs(p);
+        }
+        const size_t o = static_cast<size_t>(n * rows + j);
+        ref[o] = static_cast<float>(acc);
+        bound[o] = 2 * (static_cast<double>(cols + 2) * kU * mag + kU * std::fabs(acc));
+      }
+    }
+    GuardedDevice<uint16_t> d_x(x, s);
+    GuardedDevice<uint8_t> d_w(w, s);
+    GuardedDevice<float> d_y(ref.size(), s);  // NaN bytes: never read
+    gpu::gemv_stored_bf16(d_y.data(), rows, d_x.data(), t, d_w.data(), N, rows, cols, s);
+    const std::vector<float> got = d_y.download(s);
+    c.guards("y", d_y, s);
+    c.nan_agreement("y", got, ref);
+    c.within("y", got, ref, bound);
+    bool refused = false;
+    try {  // x off its 16-byte alignment
+      gpu::gemv_stored_bf16(d_y.data(), rows, d_x.data() + 1, t, d_w.data(), N, rows, cols - 8, s);
+    } catch (const Internal&) {
+      refused = true;
+    }
+    c.record(refused, "an unaligned x is refused");
+  });
+}
+
 }  // namespace
 
 void register_gemv_cases(Registry& r) {
@@ -101,6 +155,16 @@ void register_gemv_cases(Registry& r) {
   add_case(r, 1, 4096, 4096, 4096, 0, false);    // Llama-2-7B q/k/v/o, one token
   add_case(r, 4, 11008, 4096, 11008, 0, false);  // its gate/up, four tokens
   add_case(r, 1, 4096, 14336, 4096, 0, false);   // Llama-3-8B down_proj
+  // Stored types: every type the device decodes, odd row counts, 1 to 8 tokens; rows of 256
+  // (the k-quants' super-block) and 512 elements.
+  const DType kStored[] = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0,
+                           DType::Q4_1, DType::Q4_K, DType::Q6_K, DType::NF4};
+  for (const DType t : kStored) {
+    add_stored_case(r, t, 1, 37, 256, true);
+    add_stored_case(r, t, 8, 5, 512, true);
+  }
+  add_stored_case(r, DType::Q4_K, 1, 4096, 4096, false);  // a 7B projection at Q4_K_M
+  add_stored_case(r, DType::NF4, 1, 4096, 4096, false);   // QLoRA's base
 }
 
 }  // namespace medtune::gpu_test
