@@ -76,6 +76,9 @@ __global__ void attention_split_partial_kernel(float* work, const float* q, cons
 
   float qr[kPerLane];
   load_lanes(qr, q + q_index(s, b, t, h), s.HD, lane, true);
+  // Unrolled by 4: a group's dots are independent, so four keys' loads are in flight at once
+  // (a decode step has few blocks per SM to hide a load's latency behind).
+#pragma unroll 4
   for (int i = 0; i < kSplitKeys / kGroups; ++i) {
     const int c = grp + kGroups * i;
     const float dot = lanes_dot(qr, k + kv_index(s, b, j0 + (c < n ? c : 0), g), s.HD, lane);
@@ -96,6 +99,8 @@ __global__ void attention_split_partial_kernel(float* work, const float* q, cons
     const int64_t c0 = r * per, c1 = c0 + per < n ? c0 + per : n;
     float acc = 0.0f;
     // Hidden keys inside [0, n) weigh 0 and hold finite values (the forward wrote them).
+    // Unrolled by 8 for the same reason: the loads are independent, the sum stays in key order.
+#pragma unroll 8
     for (int64_t c = c0; c < c1; ++c) acc += w[c] * v[kv_index(s, b, j0 + c, g) + d];
     parts[r * s.HD + d] = acc;
   }

@@ -85,6 +85,8 @@ __global__ void gemv_bf16_kernel(float* y, int64_t y_stride, const uint16_t* x, 
 #pragma unroll
   for (int n = 0; n < kTokens; ++n) acc[n] = 0.0f;
   if (wr.valid && vec8) {
+    // Unrolled by 4: four 16-byte loads of the row in flight per lane (the read is the kernel).
+#pragma unroll 4
     for (int64_t c = 8 * static_cast<int64_t>(wr.lane); c < cols; c += 8 * kWarpSize) {
       float wf[8];
       widen(*reinterpret_cast<const Bf16x8*>(row + c), wf);
@@ -125,6 +127,7 @@ __global__ void gemv_stored_kernel(float* y, int64_t y_stride, const uint16_t* x
 #pragma unroll
   for (int n = 0; n < kTokens; ++n) acc[n] = 0.0f;
   if (wr.valid) {
+#pragma unroll 4
     for (int64_t c = 8 * static_cast<int64_t>(wr.lane); c < cols; c += 8 * kWarpSize) {
       float wf[8];
 #pragma unroll
