@@ -63,7 +63,7 @@ __device__ inline int64_t partial_index(const Dims& s, int64_t split, int64_t ro
 __global__ void attention_split_partial_kernel(float* work, const float* q, const float* k,
                                                const float* v, const uint8_t* key_valid, Dims s) {
   __shared__ float w[kSplitKeys];    // the block's scores, then their weights
-  __shared__ float parts[kThreads];  // (nparts, HD): each part's Σ e·v; first the reductions'
+  __shared__ float parts[kThreads];  // the reductions' buffer, then (nparts, HD): Σ e·v per part
   const int64_t split = blockIdx.x, h = blockIdx.y, row = blockIdx.z;
   const int64_t b = row / s.T, t = row % s.T, g = h / (s.NH / s.NKV);
   const int64_t p = s.past + t;  // the query's position: it sees keys [0, p] (causal)
