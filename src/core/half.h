@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/host_device.h"
+
 namespace medtune {
 
 inline float bf16_to_f32(uint16_t h) {
@@ -23,14 +25,17 @@ inline uint16_t f32_to_bf16(float f) {
 }
 
 // bf16_to_f32(f32_to_bf16(f)) without a branch, so that loops over arrays vectorize (the rounding
-// of `precision: bf16`, ops/cpu/linear_bf16.cpp). Bit for bit the same (test_core Half.*).
-inline float round_through_bf16(float f) {
+// of `precision: bf16`, ops/cpu/linear_bf16.cpp). Bit for bit the same (test_core Half.*). Also
+// the GPU's, where a kernel rounds a weight itself (gpu/gemv.cu).
+// __builtin_memcpy: the bit cast every compiler here takes in host and device code alike (hipcc
+// refuses std::memcpy in a __device__ function; GCC emits the same move for both).
+MEDTUNE_HOST_DEVICE inline float round_through_bf16(float f) {
   uint32_t u;
-  std::memcpy(&u, &f, 4);
+  __builtin_memcpy(&u, &f, 4);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
   const uint32_t quiet_nan = (u | 0x00400000u) & 0xffff0000u;
   const uint32_t out = (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
-  std::memcpy(&f, &out, 4);
+  __builtin_memcpy(&f, &out, 4);
   return f;
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "gpu/decode.h"
 #include "gpu/launch.h"
 #include "gpu/ops.h"
@@ -103,18 +104,6 @@ __global__ void gemv_bf16_kernel(float* y, int64_t y_stride, const uint16_t* x, 
   store_sums(y, y_stride, acc, N, wr);
 }
 
-// f rounded to the nearest bf16, ties to even, and widened back: core/half.h's
-// bf16_to_f32(f32_to_bf16(f)), which the f32_to_bf16 kernel matches for every non-NaN value.
-__device__ inline float round_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    u |= 0x00400000u;  // NaN: stays a (quiet) NaN
-  else
-    u += 0x7fffu + ((u >> 16) & 1u);
-  return __uint_as_float(u & 0xffff0000u);
-}
-
 // The vec8 path of gemv_bf16_kernel on weights as stored (type T, row_bytes per row): each weight
 // decoded (gpu/decode.h, the dequantize kernel's values) and rounded to bf16 where it is used.
 template <DType T>
@@ -131,7 +120,8 @@ __global__ void gemv_stored_kernel(float* y, int64_t y_stride, const uint16_t* x
     for (int64_t c = 8 * static_cast<int64_t>(wr.lane); c < cols; c += 8 * kWarpSize) {
       float wf[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) wf[e] = round_to_bf16(decode_detail::decode<T>(row, c + e, code));
+      for (int e = 0; e < 8; ++e)
+        wf[e] = round_through_bf16(decode_detail::decode<T>(row, c + e, code));
       dot8(acc, wf, x, cols, c, N);
     }
   }
