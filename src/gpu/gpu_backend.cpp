@@ -532,25 +532,19 @@ class GpuBackend final : public Backend {
   // MEDTUNE_GPU_ATTENTION: "gemm" (default: the GEMM attention where its plan applies, the
   // split-key kernel for decode steps) or "tiled" (the tiled kernel for every call, as before
   // session 32).
-  bool gemm_attention_ = attention_kernel_from_env();
-
+  bool gemm_attention_ = env_switch("MEDTUNE_GPU_ATTENTION", "gemm", "tiled");
   // MEDTUNE_GPU_GEMV: "on" (default: gpu/gemv.cu for bf16 passes of up to 8 tokens) or "off"
   // (the BLAS's GemmEx for every pass, as before session 33).
-  bool gemv_ = gemv_from_env();
+  bool gemv_ = env_switch("MEDTUNE_GPU_GEMV", "on", "off");
 
-  static bool gemv_from_env() {
-    const char* e = std::getenv("MEDTUNE_GPU_GEMV");
+  // A two-way switch from the environment: unset or `on` gives true, `off` false, anything else
+  // is refused with the variable's name and both values.
+  static bool env_switch(const char* name, const std::string& on, const std::string& off) {
+    const char* e = std::getenv(name);
     const std::string v = e != nullptr ? e : "";
-    if (v.empty() || v == "on") return true;
-    if (v == "off") return false;
-    throw BadInput("MEDTUNE_GPU_GEMV=" + v + ": expected on (the default) or off");
-  }
-  static bool attention_kernel_from_env() {
-    const char* e = std::getenv("MEDTUNE_GPU_ATTENTION");
-    const std::string v = e != nullptr ? e : "";
-    if (v.empty() || v == "gemm") return true;
-    if (v == "tiled") return false;
-    throw BadInput("MEDTUNE_GPU_ATTENTION=" + v + ": expected gemm (the default) or tiled");
+    if (v.empty() || v == on) return true;
+    if (v == off) return false;
+    throw BadInput(std::string(name) + "=" + v + ": expected " + on + " (the default) or " + off);
   }
 };
 
