@@ -12,7 +12,9 @@
 // small-matrix kernels were slow on the decode steps' 1 x n products (BENCHMARKS.md: Q8_0 decode
 // at 256-320 cached positions, 1.12x), and BLAS's order for a query depends on the tile it falls
 // in, which the fixed-order callers cannot have. The per-query path also reads a half-precision
-// cache (the int8 route's, model/kv_cache.h), widening each element as it loads it.
+// cache (the int8 route's, model/kv_cache.h), widening each element as it loads it. On long calls
+// with AVX-512 the scores go against each task's keys transposed (attention_keys16.h): the same
+// operations on each score, without the horizontal adds.
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -22,7 +24,9 @@
 #include <limits>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/half.h"
+#include "ops/cpu/attention_keys16.h"
 #include "ops/cpu/attention_mask.h"
 #include "ops/ops.h"
 
@@ -70,6 +74,13 @@ void attention_forward(float* out, const float* q, const float* k, const float* 
 }
 }  // namespace ref
 
+namespace detail {
+bool keys16_available() {
+  static const bool available = active_isa() >= Isa::kAvx512Vnni;
+  return available;
+}
+}  // namespace detail
+
 namespace {
 
 // Queries per row at or below which attention_forward takes the decode path: OpenBLAS's
@@ -113,6 +124,22 @@ struct ValueRows {
   int64_t plane, row;
   const E* at(int64_t j, int c2) const { return base + c2 * plane + j * row; }
 };
+
+// Where a head's keys are: key j's row at rows + j * stride (the cache, or a task's copy), or,
+// where transposed is set, a task's copy transposed 16 keys to a block (attention_keys16.h), whose
+// scores have the same bits.
+template <typename E>
+struct KeyRows {
+  const E* rows;
+  int64_t stride;
+  const float* transposed = nullptr;
+};
+
+// The floats between two rows of a task's scores: n_max rounded up to a block of transposed keys
+// (scores_keys16 writes whole blocks).
+inline int64_t score_stride(const AttentionShape& s) {
+  return (s.past + s.T + detail::kKeyBlock - 1) / detail::kKeyBlock * detail::kKeyBlock;
+}
 
 // Queries computed together, sharing each key and value row's loads: four consecutive queries of
 // one head on long calls (query i sees keys [0, n0 + i): a prompt's keys and values leave the L2
@@ -199,20 +226,23 @@ void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGro
 
 // One query position's heads [h0, h0 + G) of batch row b: scores, softmax, weighted values.
 template <int C, int G, typename E>
-void heads_query(float* out, const float* q, const E* kb, int64_t ks, const ValueRows<E>& vr,
+void heads_query(float* out, const float* q, const KeyRows<E>& keys, const ValueRows<E>& vr,
                  float* scores, int64_t b, int64_t h0, int64_t t, const uint8_t* key_valid,
                  const AttentionShape& s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.HD));
-  const int64_t row = (b * s.T + t) * s.NH + h0, p = s.past + t, n = p + 1, n_max = s.past + s.T;
+  const int64_t row = (b * s.T + t) * s.NH + h0, p = s.past + t, n = p + 1;
   float* rows[kGroup];
-  for (int i = 0; i < kGroup; ++i) rows[i] = scores + i * n_max;
-  group_scores<C, G, 0>(rows, q + row * s.HD, s.HD, kb, ks, n, scale);
+  for (int i = 0; i < kGroup; ++i) rows[i] = scores + i * score_stride(s);
+  if (keys.transposed != nullptr)
+    detail::scores_keys16(rows, G, q + row * s.HD, s.HD, keys.transposed, n, s.HD, scale);
+  else
+    group_scores<C, G, 0>(rows, q + row * s.HD, s.HD, keys.rows, keys.stride, n, scale);
   for (int i = 0; i < G; ++i) detail::softmax_visible_row(rows[i], n, n, key_valid, b, s.Smax, 0, p);
   group_weighted_values<C, G, 0>(out + row * s.HD, s.HD, rows, vr, n);
 }
 
 // Queries per task of the per-query kernel on long calls (a fixed-order prompt): tasks are
-// (row, key/value head, chunk of queries), dealt to the threads one by one so that the causal
+// (row, key/value head, chunk of queries), dealt to the threads largest first so that the causal
 // rows' growing key counts balance out. Which thread computes a query never changes its bits.
 constexpr int64_t kPerQueryChunk = 16;
 
@@ -221,32 +251,41 @@ constexpr int64_t kPerQueryChunk = 16;
 // Llama's 8 x 128 fp32 is exactly 4 KiB, so one head's rows fall into a sixteenth of L2's sets and
 // were re-read from L3 by every group of four queries. The values go chunk pair by chunk pair
 // (ValueRows), the order group_weighted_values reads them in. A half cache is widened here, once.
+// The keys go as rows, or transposed where the CPU has the kernels for that (attention_keys16.h).
 template <int C, typename E>
-void gather_head(float* kc, float* vc, const E* kb, const E* vb, int64_t kv_stride, int64_t n) {
-  for (int64_t j = 0; j < n; ++j)
-    for (int c = 0; c < C; ++c) _mm256_storeu_ps(kc + j * 8 * C + 8 * c, load8(kb + j * kv_stride + 8 * c));
+void gather_head(float* kc, float* vc, const E* kb, const E* vb, int64_t kv_stride, int64_t n,
+                 bool transposed) {
+  if (transposed)
+    detail::transpose_keys16(kc, kb, kv_stride, n, 8 * C);
+  else
+    for (int64_t j = 0; j < n; ++j)
+      for (int c = 0; c < C; ++c) _mm256_storeu_ps(kc + j * 8 * C + 8 * c, load8(kb + j * kv_stride + 8 * c));
   for (int c2 = 0; c2 < C / 2; ++c2)
     for (int64_t j = 0; j < n; ++j)
       for (int e = 0; e < 2; ++e)
         _mm256_storeu_ps(vc + (c2 * n + j) * 16 + 8 * e, load8(vb + j * kv_stride + 16 * c2 + 8 * e));
 }
 
-// One task's queries: rows [t0, t1) of batch row b, query heads [h0, h1), against the keys at
-// kb + j * ks and the values vr (in the cache, or the task's copy). scores: (kGroup, n_max).
+// One task's queries: rows [t0, t1) of batch row b, query heads [h0, h1), against the keys and
+// values vr (in the cache, or the task's copy). scores: (kGroup, score_stride(s)).
 template <int C, typename E>
-void task_queries(float* out, const float* q, const E* kb, int64_t ks, const ValueRows<E>& vr,
+void task_queries(float* out, const float* q, const KeyRows<E>& keys, const ValueRows<E>& vr,
                   float* scores, int64_t b, int64_t h0, int64_t h1, int64_t t0, int64_t t1,
                   const uint8_t* key_valid, const AttentionShape& s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.HD));
-  const int64_t q_stride = s.NH * s.HD, n_max = s.past + s.T;
+  const int64_t q_stride = s.NH * s.HD;
   for (int64_t h = h0; h < h1; ++h) {
     int64_t t = t0;
     for (; t + kGroup <= t1; t += kGroup) {  // queries t .. t + 3: keys [0, p + 1 + i)
       const int64_t p = s.past + t, n0 = p + 1;
       float* rows[kGroup];
-      for (int i = 0; i < kGroup; ++i) rows[i] = scores + i * n_max;
-      group_scores<C, kGroup, 1>(rows, q + (b * s.T + t) * q_stride + h * s.HD, q_stride, kb, ks, n0,
-                                 scale);
+      for (int i = 0; i < kGroup; ++i) rows[i] = scores + i * score_stride(s);
+      const float* qv = q + (b * s.T + t) * q_stride + h * s.HD;
+      if (keys.transposed != nullptr)
+        detail::scores_keys16(rows, kGroup, qv, q_stride, keys.transposed, n0 + kGroup - 1, s.HD,
+                              scale);
+      else
+        group_scores<C, kGroup, 1>(rows, qv, q_stride, keys.rows, keys.stride, n0, scale);
       for (int i = 0; i < kGroup; ++i)
         detail::softmax_visible_row(rows[i], n0 + i, n0 + i, key_valid, b, s.Smax, 0, p + i);
       group_weighted_values<C, kGroup, 1>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows,
@@ -258,10 +297,10 @@ void task_queries(float* out, const float* q, const E* kb, int64_t ks, const Val
   for (int64_t t = t0 + (t1 - t0) / kGroup * kGroup; t < t1; ++t)
     for (int64_t h = h0; h < h1; h += kGroup) {
       switch (std::min<int64_t>(kGroup, h1 - h)) {
-        case 1: heads_query<C, 1>(out, q, kb, ks, vr, scores, b, h, t, key_valid, s); break;
-        case 2: heads_query<C, 2>(out, q, kb, ks, vr, scores, b, h, t, key_valid, s); break;
-        case 3: heads_query<C, 3>(out, q, kb, ks, vr, scores, b, h, t, key_valid, s); break;
-        default: heads_query<C, 4>(out, q, kb, ks, vr, scores, b, h, t, key_valid, s); break;
+        case 1: heads_query<C, 1>(out, q, keys, vr, scores, b, h, t, key_valid, s); break;
+        case 2: heads_query<C, 2>(out, q, keys, vr, scores, b, h, t, key_valid, s); break;
+        case 3: heads_query<C, 3>(out, q, keys, vr, scores, b, h, t, key_valid, s); break;
+        default: heads_query<C, 4>(out, q, keys, vr, scores, b, h, t, key_valid, s); break;
       }
     }
 }
@@ -285,40 +324,51 @@ void attention_forward_per_query(float* out, const float* q, const E* k, const E
   // Tasks are (row, kv head, chunk of queries): a kv head's query heads go together, so that
   // they share the loads of its keys and values (heads_query; the groups of four queries too).
   const int64_t tasks = s.B * s.NKV * chunks;
+  const bool transposed = gather && detail::keys16_available();
 #pragma omp parallel
   {
-    std::vector<float> scores(static_cast<size_t>(kGroup * n_max));  // (kGroup, n): a group's rows
-    std::vector<float> kc, vc;                                       // gather: (n, HD) each
+    std::vector<float> scores(static_cast<size_t>(kGroup * score_stride(s)));  // (kGroup, stride)
+    std::vector<float> kc, vc;  // gather: (n, HD) each, the keys rounded up to a block of 16
+    // The (row, kv head) whose keys and values this thread's copies hold, and how many of them.
+    int64_t held_b = -1, held_g = -1, held_n = 0;
     if (gather) {
-      kc.resize(static_cast<size_t>(n_max * s.HD));
+      kc.resize(static_cast<size_t>(score_stride(s) * s.HD));
       vc.resize(static_cast<size_t>(n_max * s.HD));
     }
-    const auto run = [&](int64_t task) {
-      const int64_t b = task / (s.NKV * chunks), g = task / chunks % s.NKV;
-      const int64_t t0 = task % chunks * kPerQueryChunk, t1 = std::min(s.T, t0 + kPerQueryChunk);
+    const auto run = [&](int64_t b, int64_t g, int64_t chunk) {
+      const int64_t t0 = chunk * kPerQueryChunk, t1 = std::min(s.T, t0 + kPerQueryChunk);
       // Key j's row at kb + j * kv_stride; value rows per vr.
       const E* kb = k + b * s.Smax * kv_stride + g * s.HD;
       const ValueRows<E> vr{v + b * s.Smax * kv_stride + g * s.HD, 16, kv_stride};
       if (!gather) {
-        task_queries<C>(out, q, kb, kv_stride, vr, scores.data(), b, g * group, (g + 1) * group, t0,
-                        t1, key_valid, s);
+        task_queries<C>(out, q, KeyRows<E>{kb, kv_stride}, vr, scores.data(), b, g * group,
+                        (g + 1) * group, t0, t1, key_valid, s);
         return;
       }
       const int64_t n = s.past + t1;  // the keys the task's last query sees
-      gather_head<C>(kc.data(), vc.data(), kb, vr.base, kv_stride, n);
-      task_queries<C>(out, q, kc.data(), s.HD, ValueRows<float>{vc.data(), 16 * n, 16}, scores.data(), b,
-                      g * group, (g + 1) * group, t0, t1, key_valid, s);
+      if (b != held_b || g != held_g || n > held_n) {
+        gather_head<C>(kc.data(), vc.data(), kb, vr.base, kv_stride, n, transposed);
+        held_b = b, held_g = g, held_n = n;
+      }
+      const KeyRows<float> keys{kc.data(), s.HD, transposed ? kc.data() : nullptr};
+      task_queries<C>(out, q, keys, ValueRows<float>{vc.data(), 16 * held_n, 16}, scores.data(),
+                      b, g * group, (g + 1) * group, t0, t1, key_valid, s);
     };
     if (gather) {
-      // One by one, so that the causal chunks' growing key counts balance out.
-#pragma omp for schedule(static, 1)
-      for (int64_t task = 0; task < tasks; ++task) run(task);
+      // A causal chunk's cost grows with its index: the chunks of each (row, kv head) go largest
+      // first, dealt one at a time to whichever thread is free (each thread's last chunk is then
+      // a small one), and a thread's later, smaller chunks of the same head find its keys and
+      // values in its copies already. Which thread computes a query never changes its bits.
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t task = 0; task < tasks; ++task)
+        run(task / (s.NKV * chunks), task / chunks % s.NKV, chunks - 1 - task % chunks);
     } else {
       // Decode: in contiguous blocks, so that the query heads of one key/value head run on one
       // thread and read its keys and values from memory once (dealt one by one, each thread read
       // every head's: 2x the bytes of the step's largest read after the weights).
 #pragma omp for schedule(static)
-      for (int64_t task = 0; task < tasks; ++task) run(task);
+      for (int64_t task = 0; task < tasks; ++task)
+        run(task / (s.NKV * chunks), task / chunks % s.NKV, task % chunks);
     }
   }
 }

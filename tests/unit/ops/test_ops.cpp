@@ -147,12 +147,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FixedOrderAttentionTest,
 // first part then one token at a time (decode), and (d) as row 1 of a two-row call, right-padded
 // beside a longer row (eval's batches). Every output element equal, not close. Heads per kv head
 // 3 (SmolLM2), 5 and 8: the heads of a kv group go four at a time, then the rest (heads_query).
+// On a CPU with AVX-512, (a), (b) and (d) score against transposed keys (attention_keys16.h) and
+// (c)'s decode steps against the cache's rows: every head_dim with a kernel (8 to 32 lanes).
 TEST(FixedOrderAttention, AQueryHasTheSameBitsInEveryCallShape) {
   struct Heads {
     int64_t NH, NKV;
   };
   for (const auto [NH, NKV] : {Heads{9, 3}, Heads{10, 2}, Heads{8, 1}})
-  for (const int64_t HD : {64, 128}) {
+  for (const int64_t HD : {32, 64, 80, 96, 128, 256}) {
     const int64_t S = 150, QD = NH * HD, KVD = NKV * HD, Smax = 170;
     auto q = random_vector(static_cast<size_t>(S * QD), 21, -2, 2);
     auto k = random_vector(static_cast<size_t>(Smax * KVD), 22, -2, 2);
