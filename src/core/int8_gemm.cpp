@@ -114,6 +114,19 @@ void pack_panel(const BlockQ8* x, int64_t p, PackedTokens* out) {
 }
 
 void quantize_pack_panel(const float* x, int64_t p, PackedTokens* out) {
+  quantize_pack_panel_with(gemm_isa() == Isa::kAvx512Vnni ? Isa::kAvx512Vnni : Isa::kAvx2, x, p,
+                           out);
+}
+
+void quantize_pack_panel_with(Isa isa, const float* x, int64_t p, PackedTokens* out) {
+  if (isa != Isa::kAvx2 && isa != Isa::kAvx512Vnni)
+    throw Internal(std::string("int8 quantize_pack_panel: no ") + isa_name(isa) + " version");
+  if (!cpu_supports(isa))
+    throw Internal(std::string("int8 quantize_pack_panel: this CPU cannot run ") + isa_name(isa));
+  if (isa == Isa::kAvx512Vnni) {
+    int8_detail::quantize_pack_panel_avx512vnni(x, p, out);
+    return;
+  }
   const int64_t nb = out->nb, cols = nb * kBlock;
   thread_local std::vector<BlockQ8> token;  // one token's blocks, hot in L1 when packed
   if (token.size() < static_cast<size_t>(nb)) token.resize(static_cast<size_t>(nb));

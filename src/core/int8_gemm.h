@@ -68,6 +68,10 @@ void pack_panel(const BlockQ8* x, int64_t p, PackedTokens* out);
 // quantized into a small per-thread buffer and packed from there (the bits of the two steps, and
 // no (ntok, nb) blocks written to memory and read back). After size_packed, as pack_panel.
 void quantize_pack_panel(const float* x, int64_t p, PackedTokens* out);
+// The same with a given path, for tests: Isa::kAvx2 (quantize_activations into the buffer, then
+// packed) or Isa::kAvx512Vnni (both steps in registers); Internal if this CPU cannot run it.
+// quantize_pack_panel takes the AVX-512 one where gemm_isa() is AVX-512 VNNI.
+void quantize_pack_panel_with(Isa isa, const float* x, int64_t p, PackedTokens* out);
 
 // Rows r < nrows of W (row r at w + r * row_bytes, t's blocks, 32 * x.nb elements) against every
 // packed token: y[k * y_stride + r]. Runs on the calling thread. gemm_available() must hold.

@@ -24,6 +24,8 @@ struct DecodedRows {
 // integers and scales of int8_detail::weight_block, which the scalar reference uses.
 void decode_rows_avx512vnni(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, int64_t nb,
                             uint8_t* wout, float* d, float* m);
+// int8::quantize_pack_panel on AVX-512 (int8_pack_avx512vnni.cpp): the same bits.
+void quantize_pack_panel_avx512vnni(const float* x, int64_t p, int8::PackedTokens* out);
 // y[k * y_stride + i] for every row i and packed token k (int8_gemm.h's operations).
 void gemm_avx512vnni(const DecodedRows& rows, const int8::PackedTokens& x, float* y,
                      int64_t y_stride);

@@ -545,23 +545,43 @@ INSTANTIATE_TEST_SUITE_P(Types, Int8Gemm, ::testing::ValuesIn(kGemmTypes),
 
 // The packed tokens, element by element, against what int8_gemm.h's layout says they hold: q's
 // 4-byte groups, -128 * sum(q), d and s of each real token, zeros in the padding lanes; packed
-// from quantized blocks (pack_tokens) and quantized and packed in one pass (quantize_pack_panel),
-// also into a PackedTokens that a wider call grew before (size_packed only grows it), and with a
-// non-finite token (its NaN block packs as quantize_activations wrote it).
+// from quantized blocks (pack_tokens) and quantized and packed in one pass (quantize_pack_panel,
+// on each path this CPU can run), also into a PackedTokens that a wider call grew before
+// (size_packed only grows it). The last token holds the blocks that test the quantization's
+// corners (ties, denormals that make 1 / d infinite, NaN, -inf), packed as quantize_activations
+// (checked against the scalar reference above) wrote them.
 TEST(Int8Gemm, PackedTokensHoldTheLayoutBothWays) {
   constexpr int64_t kGroupsPerBlock = 8;
+  std::string untested;
   for (const int64_t ntok : {1, 15, 16, 17, 40}) {
     std::vector<float> x = activations(ntok * kN, 77 + ntok);
     x[static_cast<size_t>((ntok / 2) * kN + 40)] = std::numeric_limits<float>::infinity();
+    float* last = x.data() + (ntok - 1) * kN;
+    for (int e = 0; e < 32; ++e) {
+      last[64 + e] = (e % 4 - 1.5f) * 0.5f;                         // ties at d = 1.5 / 127
+      last[96 + e] = std::ldexp(static_cast<float>(e - 16), -140);  // denormals
+      last[128 + e] = static_cast<float>(e);
+    }
+    last[140 + 32] = std::numeric_limits<float>::quiet_NaN();
+    last[200 + 32] = -std::numeric_limits<float>::infinity();
     const std::vector<BlockQ8> q = quantize(x);
     const int64_t nb = kN / 32;
-    int8::PackedTokens from_blocks, fused;
-    int8::size_packed(3 * nb, ntok + 20, &fused);  // grown wider first
+    int8::PackedTokens from_blocks, fused_avx2, fused_avx512;
     int8::pack_tokens(q.data(), nb, ntok, &from_blocks);
-    int8::size_packed(nb, ntok, &fused);
-    for (int64_t p = 0; p < fused.panels; ++p) int8::quantize_pack_panel(x.data(), p, &fused);
-    for (const int8::PackedTokens* pk : {&from_blocks, &fused}) {
-      const std::string how = pk == &fused ? "quantize_pack_panel" : "pack_tokens";
+    std::vector<std::pair<const int8::PackedTokens*, std::string>> packed{
+        {&from_blocks, "pack_tokens"}};
+    for (const auto& [isa, fused] : {std::pair{Isa::kAvx2, &fused_avx2},
+                                     std::pair{Isa::kAvx512Vnni, &fused_avx512}}) {
+      if (!cpu_supports(isa)) {
+        if (ntok == 1) untested += std::string(untested.empty() ? "" : ", ") + isa_name(isa);
+        continue;
+      }
+      int8::size_packed(3 * nb, ntok + 20, fused);  // grown wider first
+      int8::size_packed(nb, ntok, fused);
+      for (int64_t p = 0; p < fused->panels; ++p) int8::quantize_pack_panel_with(isa, x.data(), p, fused);
+      packed.emplace_back(fused, std::string("quantize_pack_panel ") + isa_name(isa));
+    }
+    for (const auto& [pk, how] : packed) {
       ASSERT_EQ(pk->panels, (ntok + 15) / 16) << how;
       for (int64_t p = 0; p < pk->panels; ++p)
         for (int64_t b = 0; b < nb; ++b)
@@ -583,6 +603,7 @@ TEST(Int8Gemm, PackedTokensHoldTheLayoutBothWays) {
           }
     }
   }
+  if (!untested.empty()) std::cout << "quantize_pack_panel paths not run on this CPU: " << untested << "\n";
 }
 
 TEST(Int8Gemm, CoversTheTypesWithOneScalePer32) {
