@@ -104,14 +104,30 @@ __global__ void gemv_bf16_kernel(float* y, int64_t y_stride, const uint16_t* x, 
   store_sums(y, y_stride, acc, N, wr);
 }
 
+// The members of one gemv_stored_bf16_group launch of one stored type: member i's rows are the
+// grid's warps [warp0[i], warp0[i] + rows[i]).
+struct StoredMembers {
+  float* y[kGemvMaxMembers];
+  int64_t y_stride[kGemvMaxMembers];
+  const uint8_t* w[kGemvMaxMembers];
+  int64_t rows[kGemvMaxMembers];
+  int64_t warp0[kGemvMaxMembers];
+  int n;
+};
+
 // The vec8 path of gemv_bf16_kernel on weights as stored (type T, row_bytes per row): each weight
 // decoded (gpu/decode.h, the dequantize kernel's values) and rounded to bf16 where it is used.
+// One launch covers every member (a decode step's q, k and v): a warp's member is the one whose
+// range holds its index, and its row is computed as a launch of that member alone would.
 template <DType T>
-__global__ void gemv_stored_kernel(float* y, int64_t y_stride, const uint16_t* x, const uint8_t* w,
-                                   int64_t row_bytes, int N, int64_t rows, int64_t cols,
-                                   decode_detail::Nf4Code code) {
-  const WarpRow wr = warp_row(rows);
-  const uint8_t* row = w + (wr.valid ? wr.r : 0) * row_bytes;
+__global__ void gemv_stored_kernel(StoredMembers m, const uint16_t* x, int64_t row_bytes, int N,
+                                   int64_t cols, decode_detail::Nf4Code code) {
+  const int64_t all = m.warp0[m.n - 1] + m.rows[m.n - 1];
+  const WarpRow g = warp_row(all);  // g.r: the warp's index over all members
+  int i = 0;
+  while (i + 1 < m.n && g.r >= m.warp0[i + 1]) ++i;
+  const WarpRow wr{g.r - m.warp0[i], g.lane, g.valid};
+  const uint8_t* row = m.w[i] + (wr.valid ? wr.r : 0) * row_bytes;
   float acc[kTokens];
 #pragma unroll
   for (int n = 0; n < kTokens; ++n) acc[n] = 0.0f;
@@ -125,7 +141,7 @@ __global__ void gemv_stored_kernel(float* y, int64_t y_stride, const uint16_t* x
       dot8(acc, wf, x, cols, c, N);
     }
   }
-  store_sums(y, y_stride, acc, N, wr);
+  store_sums(m.y[i], m.y_stride[i], acc, N, wr);
 }
 
 bool aligned16(const void* p) {
@@ -153,27 +169,55 @@ void gemv_bf16(float* y, int64_t y_stride, const uint16_t* x, const uint16_t* w,
 
 void gemv_stored_bf16(float* y, int64_t y_stride, const uint16_t* x, DType t, const void* w,
                       int64_t N, int64_t rows, int64_t cols, const Stream& stream) {
+  const GemvMember one{y, y_stride, t, w, rows};
+  gemv_stored_bf16_group(&one, 1, x, N, cols, stream);
+}
+
+void gemv_stored_bf16_group(const GemvMember* members, int n, const uint16_t* x, int64_t N,
+                            int64_t cols, const Stream& stream) {
   const char* op = "gpu::gemv_stored_bf16";
-  if (!decode_detail::supported(t))
-    throw Internal(std::string(op) + ": no device decode for " + std::string(dtype_name(t)));
-  if (N < 0 || N > kGemvMaxTokens || rows < 0 || cols < 0 || cols % 8 != 0 ||
-      (N > 1 && y_stride < rows) || !aligned16(x))
-    throw Internal(std::string(op) + ": bad call N=" + std::to_string(N) +
-                   " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
-                   " y_stride=" + std::to_string(y_stride) + " (N at most " +
+  if (n < 0 || n > kGemvMaxMembers || N < 0 || N > kGemvMaxTokens || cols < 0 || cols % 8 != 0 ||
+      !aligned16(x))
+    throw Internal(std::string(op) + ": bad call members=" + std::to_string(n) +
+                   " N=" + std::to_string(N) + " cols=" + std::to_string(cols) +
+                   " (members at most " + std::to_string(kGemvMaxMembers) + ", N at most " +
                    std::to_string(kGemvMaxTokens) + ", cols a multiple of 8, x 16-byte aligned)");
-  if (N == 0 || rows == 0) return;
-  const int64_t row_bytes = dtype_row_bytes(t, cols);
+  for (int i = 0; i < n; ++i) {
+    const GemvMember& g = members[i];
+    if (!decode_detail::supported(g.t))
+      throw Internal(std::string(op) + ": no device decode for " + std::string(dtype_name(g.t)));
+    if (g.rows < 0 || (N > 1 && g.y_stride < g.rows))
+      throw Internal(std::string(op) + ": member " + std::to_string(i) + " has rows=" +
+                     std::to_string(g.rows) + " y_stride=" + std::to_string(g.y_stride));
+  }
+  if (N == 0) return;
   const int64_t warps = kThreads / kWarpSize;
-  const unsigned blocks = rows_grid((rows + warps - 1) / warps, op);
-  const auto* wb = static_cast<const uint8_t*>(w);
   const decode_detail::Nf4Code code = decode_detail::nf4_code();
-  decode_detail::dispatch(t, [&](auto tag) {
-    constexpr DType T = decltype(tag)::value;
-    gemv_stored_kernel<T><<<blocks, kThreads, 0, stream_of(stream)>>>(
-        y, y_stride, x, wb, row_bytes, static_cast<int>(N), rows, cols, code);
-  });
-  GPU_CHECK_LAUNCH();
+  // One launch per run of members of one type (a decode step's q, k and v usually share theirs).
+  for (int i0 = 0; i0 < n;) {
+    const DType t = members[i0].t;
+    StoredMembers m{};
+    int64_t all = 0;
+    for (; i0 < n && members[i0].t == t && m.n < kGemvMaxMembers; ++i0) {
+      if (members[i0].rows == 0) continue;
+      m.y[m.n] = members[i0].y;
+      m.y_stride[m.n] = members[i0].y_stride;
+      m.w[m.n] = static_cast<const uint8_t*>(members[i0].w);
+      m.rows[m.n] = members[i0].rows;
+      m.warp0[m.n] = all;
+      all += members[i0].rows;
+      ++m.n;
+    }
+    if (m.n == 0) continue;
+    const unsigned blocks = rows_grid((all + warps - 1) / warps, op);
+    const int64_t row_bytes = dtype_row_bytes(t, cols);
+    decode_detail::dispatch(t, [&](auto tag) {
+      constexpr DType T = decltype(tag)::value;
+      gemv_stored_kernel<T><<<blocks, kThreads, 0, stream_of(stream)>>>(
+          m, x, row_bytes, static_cast<int>(N), cols, code);
+    });
+    GPU_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace medtune::gpu

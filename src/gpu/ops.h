@@ -114,6 +114,20 @@ void gemv_bf16(float* y, int64_t y_stride, const uint16_t* x, const uint16_t* w,
 // and x 16-byte aligned (Internal otherwise).
 void gemv_stored_bf16(float* y, int64_t y_stride, const uint16_t* x, DType t, const void* w,
                       int64_t N, int64_t rows, int64_t cols, const Stream& stream);
+// Several such products of one x (a decode step's q, k and v; gate and up): member i writes
+// y_i[n * y_stride_i + r] for r < rows_i from its W_i (type t_i, cols columns), every element the
+// bits of gemv_stored_bf16 for that member alone, in one launch per run of members of one type
+// (launches, not bytes, bound a 7B decode step: ~700 a token). At most kGemvMaxMembers.
+inline constexpr int kGemvMaxMembers = 4;
+struct GemvMember {
+  float* y;
+  int64_t y_stride;
+  DType t;
+  const void* w;
+  int64_t rows;
+};
+void gemv_stored_bf16_group(const GemvMember* members, int n, const uint16_t* x, int64_t N,
+                            int64_t cols, const Stream& stream);
 
 // ---- causal GQA attention (ops::attention_forward / ops::attention_backward), flash-style: no
 // (T, T) score matrix in device memory. Same shapes, masks and semantics as the CPU op (ops.h):

@@ -143,6 +143,66 @@ void add_stored_case(Registry& r, DType t, int64_t N, int64_t rows, int64_t cols
   });
 }
 
+// Several members in one call (gemv_stored_bf16_group: q, k and v; gate and up): every output
+// element the bits of gemv_stored_bf16 for that member alone, columns past each member's rows
+// untouched, members of different types (one launch per run of one type) and an empty member.
+// The single calls are checked against the double reference by the cases above.
+void add_group_case(Registry& r, const std::vector<DType>& types, const std::vector<int64_t>& rows,
+                    int64_t N, int64_t cols) {
+  std::string name = "gemv/group/";
+  for (size_t i = 0; i < types.size(); ++i)
+    name += (i > 0 ? "+" : "") + std::string(dtype_name(types[i])) + "x" + std::to_string(rows[i]);
+  name += "," + shape({{"N", N}, {"cols", cols}});
+  r.add(name, true, [=](Checks& c, const gpu::Stream& s) {
+    const int n = static_cast<int>(types.size());
+    const std::vector<uint16_t> x = bf16_normals(static_cast<size_t>(N * cols), 55, 1.0f);
+    GuardedDevice<uint16_t> d_x(x, s);
+    std::vector<GuardedDevice<uint8_t>> d_w;
+    std::vector<GuardedDevice<float>> d_group, d_alone;
+    std::vector<gpu::GemvMember> members;
+    for (int i = 0; i < n; ++i) {
+      const DType t = types[static_cast<size_t>(i)];
+      const int64_t m = rows[static_cast<size_t>(i)], stride = m + 3;  // 3 padding columns
+      d_w.emplace_back(random_stored(t, m * cols, 56 + static_cast<uint64_t>(i)), s);
+      d_group.emplace_back(static_cast<size_t>(N * stride), s);  // NaN bytes: never read
+      d_alone.emplace_back(static_cast<size_t>(N * stride), s);
+    }
+    for (int i = 0; i < n; ++i) {
+      const int64_t m = rows[static_cast<size_t>(i)];
+      members.push_back({d_group[static_cast<size_t>(i)].data(), m + 3,
+                         types[static_cast<size_t>(i)], d_w[static_cast<size_t>(i)].data(), m});
+      gpu::gemv_stored_bf16(d_alone[static_cast<size_t>(i)].data(), m + 3, d_x.data(),
+                            types[static_cast<size_t>(i)], d_w[static_cast<size_t>(i)].data(), N, m,
+                            cols, s);
+    }
+    gpu::gemv_stored_bf16_group(members.data(), n, d_x.data(), N, cols, s);
+    for (int i = 0; i < n; ++i) {
+      const std::string member = "member " + std::to_string(i);
+      const std::vector<float> got = d_group[static_cast<size_t>(i)].download(s);
+      const std::vector<float> alone = d_alone[static_cast<size_t>(i)].download(s);
+      c.bit_exact((member + " against its own call").c_str(), got, alone);
+      size_t written = 0;  // the padding columns (NaN bytes) and, for an empty member, everything
+      for (int64_t k = 0; k < N; ++k)
+        for (int64_t j = rows[static_cast<size_t>(i)]; j < rows[static_cast<size_t>(i)] + 3; ++j)
+          written +=
+              std::isnan(got[static_cast<size_t>(k * (rows[static_cast<size_t>(i)] + 3) + j)]) ? 0
+                                                                                               : 1;
+      c.record(written == 0, member + ": columns past its rows untouched (" +
+                                 std::to_string(written) + " written)");
+      c.guards((member + " y").c_str(), d_group[static_cast<size_t>(i)], s);
+    }
+    bool refused = false;
+    try {
+      std::vector<gpu::GemvMember> too_many(gpu::kGemvMaxMembers + 1, members[0]);
+      gpu::gemv_stored_bf16_group(too_many.data(), gpu::kGemvMaxMembers + 1, d_x.data(), N, cols,
+                                  s);
+    } catch (const Internal&) {
+      refused = true;
+    }
+    c.record(refused, "more than kGemvMaxMembers members are refused");
+  });
+}
+
 }  // namespace
 
 void register_gemv_cases(Registry& r) {
@@ -163,6 +223,12 @@ void register_gemv_cases(Registry& r) {
     add_stored_case(r, t, 1, 37, 256, true);
     add_stored_case(r, t, 8, 5, 512, true);
   }
+  // q, k and v of one type (GQA: k and v narrower); Q4_K_M's mix (v at Q6_K: two launches);
+  // gate and up at 4 tokens; an empty member between two.
+  add_group_case(r, {DType::Q8_0, DType::Q8_0, DType::Q8_0}, {37, 12, 12}, 1, 256);
+  add_group_case(r, {DType::Q4_K, DType::Q4_K, DType::Q6_K}, {20, 9, 9}, 3, 512);
+  add_group_case(r, {DType::NF4, DType::NF4}, {33, 33}, 4, 256);
+  add_group_case(r, {DType::F16, DType::F16, DType::F16}, {5, 0, 7}, 8, 256);
   add_stored_case(r, DType::Q4_K, 1, 4096, 4096, false);  // a 7B projection at Q4_K_M
   add_stored_case(r, DType::NF4, 1, 4096, 4096, false);   // QLoRA's base
 }
