@@ -21,6 +21,7 @@
 // Every call is queued on one stream; host-side index lists are staged into device memory on it.
 // MEDTUNE_GPU_PROFILE=1 times each op (gpu/op_profile.h) and prints the table at exit.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -234,20 +235,11 @@ class GpuBackend final : public Backend {
     const auto timed = prof_->time("linear_forward", [&] { return weight_shape(w); });
     if (precision_ == Precision::kBf16) {
       const uint16_t* xb = to_bf16(act_bf16_, x, N * w.cols);  // (N, cols)
-      if (gemv_ && N <= gpu::kGemvMaxTokens && w.dtype != DType::BF16 && w.cols % 8 == 0) {
+      if (stored_gemv(w, N)) {
         // Decode steps over a stored type: each weight decoded where it is used (gemv.cu).
-        require_dtype(w.dtype, "a weight matrix");
         gpu::gemv_stored_bf16(y, w.rows, xb, w.dtype, matrix(w), N, w.rows, w.cols, *stream_);
-        if (bias != nullptr) gpu::add_bias(y, vec(bias, w.rows), N, w.rows, *stream_);
-        return;
-      }
-      const uint16_t* wb = nullptr;
-      for (Chunk ch(*this, w); ch.next_bf16(wb);) {
-        if (gemv_ && N <= gpu::kGemvMaxTokens)  // decode steps: a read of the weights (gemv.cu)
-          gpu::gemv_bf16(y + ch.r0, w.rows, xb, wb, N, ch.r1 - ch.r0, w.cols, *stream_);
-        else
-          gpu::gemm_bf16(*blas_, false, true, N, ch.r1 - ch.r0, w.cols, 1.0f, xb, w.cols, wb,
-                         w.cols, 0.0f, y + ch.r0, w.rows);
+      } else {
+        linear_bf16(y, xb, w, N);
       }
     } else {
       const float* wd = nullptr;
@@ -257,6 +249,32 @@ class GpuBackend final : public Backend {
              y + ch.r0, w.rows);
     }
     if (bias != nullptr) gpu::add_bias(y, vec(bias, w.rows), N, w.rows, *stream_);
+  }
+  // A decode step's q/k/v or gate/up at bf16: x rounded once, and the members over stored types
+  // in one GEMV launch (gemv_stored_bf16_group; each element the bits of its own call). Anything
+  // else: one member at a time, as the base class does.
+  void linear_forward_group(const ops::LinearOut* outs, int n, const float* x,
+                            int64_t N) override {
+    bool grouped = precision_ == Precision::kBf16 && n <= gpu::kGemvMaxMembers;
+    for (int i = 0; i < n && grouped; ++i)
+      grouped = outs[i].w->cols == outs[0].w->cols && stored_gemv(*outs[i].w, N);
+    if (!grouped) {
+      Backend::linear_forward_group(outs, n, x, N);
+      return;
+    }
+    const ops::StoredMatrix& w0 = *outs[0].w;
+    const auto timed = prof_->time("linear_forward_group",
+                                   [&] { return weight_shape(w0) + " x" + std::to_string(n); });
+    const uint16_t* xb = to_bf16(act_bf16_, x, N * w0.cols);  // (N, cols)
+    std::array<gpu::GemvMember, gpu::kGemvMaxMembers> members{};
+    for (int i = 0; i < n; ++i) {
+      const ops::StoredMatrix& w = *outs[i].w;
+      members[static_cast<size_t>(i)] = {outs[i].y, w.rows, w.dtype, matrix(w), w.rows};
+    }
+    gpu::gemv_stored_bf16_group(members.data(), n, xb, N, w0.cols, *stream_);
+    for (int i = 0; i < n; ++i)
+      if (outs[i].bias != nullptr)
+        gpu::add_bias(outs[i].y, vec(outs[i].bias, outs[i].w->rows), N, outs[i].w->rows, *stream_);
   }
   void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
                              bool accumulate) override {
@@ -385,6 +403,28 @@ class GpuBackend final : public Backend {
       owner = &be;
     }
   };
+
+  // Whether a bf16 product of N tokens with w takes the stored-type GEMV: decode steps over any
+  // type but BF16 (whose rows gemv_bf16 reads as they are); the type must be one the GPU decodes.
+  bool stored_gemv(const ops::StoredMatrix& w, int64_t N) const {
+    if (!gemv_ || N > gpu::kGemvMaxTokens || w.dtype == DType::BF16 || w.cols % 8 != 0)
+      return false;
+    require_dtype(w.dtype, "a weight matrix");
+    return true;
+  }
+
+  // y (N, rows) = x (N, cols, bf16) . W^T at bf16 through the rows as bf16 (Chunk): gemv_bf16 for
+  // decode steps, GemmEx otherwise.
+  void linear_bf16(float* y, const uint16_t* xb, const ops::StoredMatrix& w, int64_t N) {
+    const uint16_t* wb = nullptr;
+    for (Chunk ch(*this, w); ch.next_bf16(wb);) {
+      if (gemv_ && N <= gpu::kGemvMaxTokens)  // decode steps: a read of the weights (gemv.cu)
+        gpu::gemv_bf16(y + ch.r0, w.rows, xb, wb, N, ch.r1 - ch.r0, w.cols, *stream_);
+      else
+        gpu::gemm_bf16(*blas_, false, true, N, ch.r1 - ch.r0, w.cols, 1.0f, xb, w.cols, wb,
+                       w.cols, 0.0f, y + ch.r0, w.rows);
+    }
+  }
 
   // x (n) rounded to bf16 into `s` (f32_to_bf16: round to nearest even, as the CPU's).
   const uint16_t* to_bf16(Scratch& s, const float* x, int64_t n) {
