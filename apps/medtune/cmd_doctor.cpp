@@ -88,6 +88,7 @@ json simd_levels() {
            ? "avxvnni GEMM (16 tokens x 3 rows per tile; never yet run on such a CPU)"
            : "avx2 GEMM (16 tokens x 3 rows per tile)"},
       {"int8 F16 BF16 F32 weights", "fp32 path (no int8 kernel)"},
+      {"int8 attention (fixed order, half KV cache)", ops::fixed_order_attention_kernel()},
       {"bf16 all weights", ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn
                                ? ops::onednn::kernel_name() + " (native bf16 dot products)"
                                : std::string("widened-sgemm (bf16-rounded values in OpenBLAS sgemm: bf16 results, fp32 "

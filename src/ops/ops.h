@@ -81,6 +81,10 @@ void attention_forward_fixed_order(float* out, const float* q, const float* k, c
 // for bit the fp32 form's on the widened values.
 void attention_forward_fixed_order(float* out, const float* q, const uint16_t* k, const uint16_t* v,
                                    const uint8_t* key_valid, const AttentionShape& s);
+// What attention_forward_fixed_order runs on this CPU, for doctor: prompts (more than 4 queries
+// a row) against each task's keys transposed on AVX-512 (ops/cpu/attention_keys16.h), else
+// against the keys' rows; decode steps always against the cache's rows. The same bits either way.
+const char* fixed_order_attention_kernel();
 // dst[r * dst_stride + c] = src[r * src_stride + c] rounded to binary16 (nearest even, overflow to
 // infinity: f32_to_f16 of core/half.h) for r < rows, c < cols: appending keys and values to a
 // half cache.

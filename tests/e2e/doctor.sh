@@ -43,6 +43,9 @@ assert simd["compiled_baseline"] and "int8" in simd["precisions"], simd
 assert simd["precision_auto"]["eval train medtune-parity"] == "fp32", simd
 want = "fp32" if simd["active_path"] == "scalar" else "int8"
 assert simd["precision_auto"]["generate serve"].startswith(want + " "), simd
+# the int8 attention names its kernel: transposed-key scores for prompts where AVX-512 is taken
+attention = simd["kernels"]["int8 attention (fixed order, half KV cache)"]
+assert ("transposed keys" in attention) == (simd["active_path"] == "avx512vnni"), attention
 assert r["ok"] is True
 if r["gpu_compiled"]:
     assert r["backends"][1]["name"] in ("cuda", "hip"), r["backends"]
@@ -63,6 +66,8 @@ fi
 # MEDTUNE_ISA caps the kernel path; a path this CPU lacks (or an unknown name) is refused by name.
 text=$(MEDTUNE_ISA=scalar "$MT" doctor --no-op-tests 2>&1)
 check "MEDTUNE_ISA=scalar: doctor takes the scalar path" grep -q "taking: scalar (capped by MEDTUNE_ISA)" <<<"$text"
+check "MEDTUNE_ISA=scalar: the int8 attention over the keys' rows" \
+  grep -q "int8 attention (fixed order, half KV cache): avx2 loops over the keys' rows" <<<"$text"
 text=$(MEDTUNE_ISA=avx3 "$MT" doctor --no-op-tests 2>&1)
 rc=$?
 check "MEDTUNE_ISA=avx3 exits 2 (rc $rc)" test "$rc" -eq 2

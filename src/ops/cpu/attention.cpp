@@ -461,6 +461,13 @@ void attention_forward_fixed_order(float* out, const float* q, const uint16_t* k
   ref::attention_forward(out, q, kf.data(), vf.data(), key_valid, nullptr, s);
 }
 
+const char* fixed_order_attention_kernel() {
+  return detail::keys16_available()
+             ? "prompts: avx512vnni scores against transposed keys; decode: avx2 loops over the "
+               "cache's rows (the same bits)"
+             : "avx2 loops over the keys' rows";
+}
+
 void store_rows_f16(uint16_t* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                     int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
