@@ -1,6 +1,8 @@
 // An 8 x 8 transpose of fp32 in eight AVX registers, for kernels that turn rows into lanes (the
 // int8 GEMM's output tile, the attention's transposed keys). AVX only: every x86-64 file of the
-// project is built for a baseline that has it (cmake/dependencies.cmake).
+// project is built for a baseline that has it (cmake/dependencies.cmake). Internal linkage
+// (static): its includers are per-ISA files, whose inline functions must not be shared copies
+// that the linker could hand to a file of another ISA (docs/decisions/cpu-dispatch.md).
 #pragma once
 
 #include <immintrin.h>
@@ -8,7 +10,7 @@
 namespace medtune::simd {
 
 // r[i] (row i, lanes 0-7) -> r[k] = (r0[k], r1[k], ..., r7[k]).
-inline void transpose8(__m256* r) {
+static inline void transpose8(__m256* r) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
   const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
