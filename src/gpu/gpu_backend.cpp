@@ -255,7 +255,7 @@ class GpuBackend final : public Backend {
   // else: one member at a time, as the base class does.
   void linear_forward_group(const ops::LinearOut* outs, int n, const float* x,
                             int64_t N) override {
-    bool grouped = precision_ == Precision::kBf16 && n <= gpu::kGemvMaxMembers;
+    bool grouped = precision_ == Precision::kBf16 && n > 0 && n <= gpu::kGemvMaxMembers;
     for (int i = 0; i < n && grouped; ++i)
       grouped = outs[i].w->cols == outs[0].w->cols && stored_gemv(*outs[i].w, N);
     if (!grouped) {
