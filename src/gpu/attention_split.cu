@@ -36,9 +36,10 @@ static_assert(kSplitKeys == kThreads, "one key of a block per thread in the soft
 static_assert(kSplitKeys % kGroups == 0, "the row groups share a block's keys evenly");
 
 // Max or sum of one value per thread over the block, by a tree in shared memory (buf: kThreads
-// floats): 8 levels, each pair in a fixed place. Every thread reaches every barrier. Not
-// reduce.h's block_sum, whose second level shuffles in the first warp only: fine on a GPU, but
-// HIP-CPU (scripts/hip-cpu-check.sh) implements a shuffle with a block-wide barrier.
+// floats): 8 levels, each pair in a fixed place. Every thread reaches every barrier. (Written
+// when reduce.h's block_sum still shuffled in its first warp only, which HIP-CPU, whose shuffle
+// is a block-wide barrier, cannot run; kept, as its order of additions is the one the split-key
+// cases were checked with.)
 template <bool kMax>
 __device__ inline float tree_reduce(float v, float* buf) {
   const int tid = static_cast<int>(threadIdx.x);

@@ -45,9 +45,9 @@ __global__ void cross_entropy_forward_kernel(float* losses, const float* logits,
   if (threadIdx.x == 0) losses[n] = y < V ? s.max + logf(s.sum) - z[y] : __int_as_float(0x7fc00000);
 }
 
-// grid: N blocks. dlogits may alias logits: the row is read completely by the two reductions
-// (which end in a barrier) before any element is written, and in the last pass each element is
-// read and written by the same thread.
+// grid: N blocks. dlogits may alias logits: the row is read completely before the reductions'
+// barriers, so before any element is written, and in the last pass each element is read and
+// written by the same thread.
 __global__ void cross_entropy_backward_kernel(float* dlogits, const float* logits,
                                               const int64_t* targets, int64_t V, float scale) {
   __shared__ float scratch[kScratchFloats];

@@ -2,8 +2,12 @@
 //
 // A block of blockDim.x threads (a multiple of kWarpSize, at most 1024) reduces one value per
 // thread: each warp reduces its lanes (warp_sum, a butterfly), warp leaders park their partials in
-// shared memory, and the first warp reduces those. The order of additions is fixed by the block
-// and warp sizes, so results are deterministic run to run on a given chip.
+// shared memory, and every warp then reduces those partials the same way, so every thread holds
+// the same total without a third barrier. The order of additions is fixed by the block and warp
+// sizes, so results are deterministic run to run on a given chip. Every warp shuffles the same
+// number of times: HIP-CPU (tests/gpu/hip_cpu/) implements a shuffle with a block-wide barrier,
+// so a second level run by the first warp alone deadlocks or sums garbage there, though it is
+// valid on a GPU; the redundant second level costs a few shuffles per block.
 //
 // Error model (used by the tolerances in tests/gpu/): a thread that first sums k of the row's
 // elements serially, followed by the log2(blockDim.x) levels of the tree, gives a sum whose
@@ -15,7 +19,9 @@
 namespace medtune::gpu {
 
 // Every thread of the block must call these (they synchronize). `scratch` holds
-// kMaxThreads / kWarpSize floats in shared memory; it may be reused after the call returns.
+// kMaxThreads / kWarpSize floats in shared memory. Other warps may still read it when a thread
+// returns: the next block_sum / block_max may reuse it (it starts with a barrier), other code
+// only after a __syncthreads().
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kScratchFloats = kMaxThreads / 32;  // enough for the narrowest warp
 
@@ -27,14 +33,7 @@ __device__ inline float block_sum(float v, float* scratch) {
   __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  float total = 0.0f;
-  if (warp == 0) {
-    total = lane < warps ? scratch[lane] : 0.0f;
-    total = warp_sum(total);
-    if (lane == 0) scratch[0] = total;
-  }
-  __syncthreads();
-  return scratch[0];
+  return warp_sum(lane < warps ? scratch[lane] : 0.0f);
 }
 
 __device__ inline float block_max(float v, float* scratch) {
@@ -42,16 +41,10 @@ __device__ inline float block_max(float v, float* scratch) {
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
   const int warps = static_cast<int>(blockDim.x) / kWarpSize;
   v = warp_max(v);
-  __syncthreads();
+  __syncthreads();  // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  if (warp == 0) {
-    float m = lane < warps ? scratch[lane] : -INFINITY;
-    m = warp_max(m);
-    if (lane == 0) scratch[0] = m;
-  }
-  __syncthreads();
-  return scratch[0];
+  return warp_max(lane < warps ? scratch[lane] : -INFINITY);
 }
 
 }  // namespace medtune::gpu
