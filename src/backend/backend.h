@@ -51,6 +51,7 @@ class Backend {
   // ---- memory (bytes; contents of new memory are unspecified)
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p) = 0;
+  // Reads `host` before it returns: the caller may reuse or free it at once.
   virtual void to_device(void* dst, const void* host, size_t bytes) = 0;
   virtual void to_host(void* host, const void* src, size_t bytes) = 0;  // waits for the result
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;

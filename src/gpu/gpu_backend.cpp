@@ -121,8 +121,12 @@ class GpuBackend final : public Backend {
     held_ -= static_cast<int64_t>(it->second.bytes());
     live_.erase(it);
   }
+  // The _sync copy: callers free or refill `host` as soon as this returns (backend.h), which an
+  // asynchronous copy leaves to the runtime's handling of pageable memory (CUDA stages it before
+  // returning; HIP-CPU reads it when the stream gets there). CUDA waits for the stream before a
+  // pageable copy anyway, so the wait costs nothing there.
   void to_device(void* dst, const void* host, size_t bytes) override {
-    if (bytes > 0) gpu::copy_to_device(dst, host, bytes, *stream_);
+    if (bytes > 0) gpu::copy_to_device_sync(dst, host, bytes, *stream_);
   }
   void to_host(void* host, const void* src, size_t bytes) override {
     if (bytes > 0) gpu::copy_to_host_sync(host, src, bytes, *stream_);
