@@ -45,10 +45,20 @@ Backend& for_device(const Device& d, Precision p) {
                    "bf16 or fp32 on " + d.str());
 #if defined(MEDTUNE_WITH_GPU)
   static std::mutex mutex;
-  static std::map<std::pair<int, Precision>, std::unique_ptr<Backend>> gpus;
   const std::lock_guard<std::mutex> lock(mutex);
+  // Function-local statics are destroyed in the reverse order of their construction, and the
+  // vendor runtime tears itself down at exit too (its own statics, or a handler registered by its
+  // first calls). The map is built after the first backend, whose construction starts the
+  // runtime, so that at exit the backends go first: their destructors wait on their streams
+  // (on a runtime already gone HIP-CPU hangs there and CUDA fails) and print
+  // MEDTUNE_GPU_PROFILE's table.
+  std::unique_ptr<Backend> first;
+  static bool started = false;
+  if (!started) first = make_gpu_backend(d.index, p);
+  static std::map<std::pair<int, Precision>, std::unique_ptr<Backend>> gpus;
+  started = true;
   std::unique_ptr<Backend>& slot = gpus[{d.index, p}];
-  if (!slot) slot = make_gpu_backend(d.index, p);
+  if (!slot) slot = first ? std::move(first) : make_gpu_backend(d.index, p);
   return *slot;
 #else
   throw BadInput("device " + d.str() +
