@@ -11,8 +11,10 @@
 # Then, through the device tool, from the repository root, carrying the bundle:
 #   bash scripts/gpu-check.sh              # summary, results.jsonl and the logs' tarball under $OUT
 #                                          # (./gpu-check-out where OUT is unset)
-# Environment: GPU_CHECK_STAGES (below), MEDQA_LIMIT (stage medqa's first N questions; 0: all),
-# HF_CASES (at most this many HF anchor cases), BENCH_BUDGET_S (stage bench starts no case after
+# Environment: GPU_CHECK_STAGES (below), GPU_CHECK_BIN (a folder of the bundle's binaries to use
+# instead of the bundle), MEDQA_LIMIT (stage medqa's first N questions; 0: all),
+# TRAIN_STEPS and MEMORY_STEPS (stages train and memory: 30 and 200 steps), HF_CASES (at most this
+# many HF anchor cases), BENCH_BUDGET_S (stage bench starts no case after
 # this many seconds of the run; 470).
 # Sized for a 15-minute lease: under 9 minutes; every stage has a timeout.
 #
@@ -138,10 +140,16 @@ export PATH=/usr/local/cuda/bin:$PATH
 } | tee "$out/env.txt"
 record environment done $(( $(date +%s) - t ))
 
-# ---- the bundle (scripts/gpu-bundle.sh), unpacked outside the checkout
+# ---- the bundle (scripts/gpu-bundle.sh), unpacked outside the checkout; or GPU_CHECK_BIN, a folder
+# holding the same binaries (scripts/hip-cpu-check.sh: the HIP-CPU build's, which run the GPU
+# backend on the CPU)
 bundle=${BUNDLE:-build-gpu-cuda/medtune-gpu-bundle.tar.xz}
 bin=""
-if [ -f "$bundle" ]; then
+if [ -n "${GPU_CHECK_BIN:-}" ]; then
+  bin=$(cd "$GPU_CHECK_BIN" && pwd)
+  echo "binaries: $bin (GPU_CHECK_BIN)"
+  "$bin/medtune" doctor --no-op-tests > "$out/doctor.txt" 2>&1 || true
+elif [ -f "$bundle" ]; then
   dir=$(mktemp -d)
   tar -C "$dir" -xJf "$bundle"
   bin=$dir/medtune-gpu/bin
@@ -294,7 +302,7 @@ if want train; then
 echo "== 4 train: 30 steps on the CPU and on the GPU"
 t=$(date +%s)
 rc=0
-steps=30
+steps=${TRAIN_STEPS:-30}
 [ "$rehearsal" = 1 ] && steps=3
 for run in cpu:fp32 gpu:fp32 gpu:bf16; do
   timeout 150 "$MT" train --config configs/smollm2-fictional-lora.yaml --device "$(dev "${run%%:*}")" --precision "${run##*:}" \
@@ -464,7 +472,7 @@ if want memory; then
 echo "== 7 memory: 200 steps on the GPU"
 t=$(date +%s)
 rc=0
-mem_steps=200
+mem_steps=${MEMORY_STEPS:-200}
 [ "$rehearsal" = 1 ] && mem_steps=7
 timeout 150 "$bin/bench_train_step" "$model" --device "$gpu" --batch 8 --seq 256 --steps $mem_steps --peak-after 5 \
   > "$out/memory.json" 2> "$out/memory.err" || rc=$?
