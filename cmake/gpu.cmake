@@ -1,4 +1,4 @@
-# The GPU backend: -DMEDTUNE_GPU=none|cuda|hip (docs/gpu.md).
+# The GPU backend: -DMEDTUNE_GPU=none|cuda|hip|hip-cpu (docs/gpu.md).
 #
 # none (the default) adds nothing: the CPU build, its targets and its tests are exactly as without
 # this file. cuda or hip compile the SAME src/gpu/*.cu files with CMake's CUDA or HIP language into
@@ -6,12 +6,18 @@
 # MEDTUNE_GPU_CUDA or MEDTUNE_GPU_HIP). With a backend, tests/gpu/ (the op tests, CTest label
 # `gpu`) is added too.
 #
+# hip-cpu is a checking build, not a backend for users: the same .cu files, rewritten by
+# tests/gpu/hip_cpu/rewrite.pl into plain C++ against HIP-CPU (AMD's header-only HIP runtime for
+# CPUs; -DMEDTUNE_HIP_CPU_DIR=its source tree), run every kernel on the CPU, so that the whole GPU
+# backend (medtune --device gpu, medtune-parity --device gpu, the op tests) runs on a machine
+# without a GPU. tests/gpu/hip_cpu/README.md says what that checks and what it cannot.
+#
 # Architectures: CMAKE_CUDA_ARCHITECTURES defaults to 80;90 (A100, H100/H200),
 # CMAKE_HIP_ARCHITECTURES to gfx90a (MI200); pass either on the command line to change them.
 # tests/gpu/CMakeLists.txt also includes this file when it is configured on its own (the GPU
 # machine's build, scripts/gpu-check.sh); MEDTUNE_GPU_STANDALONE is set there.
 set(MEDTUNE_GPU "none" CACHE STRING "GPU backend: none, cuda or hip")
-set_property(CACHE MEDTUNE_GPU PROPERTY STRINGS none cuda hip)
+set_property(CACHE MEDTUNE_GPU PROPERTY STRINGS none cuda hip hip-cpu)
 if(MEDTUNE_GPU STREQUAL "none")
   return()
 endif()
@@ -47,8 +53,36 @@ elseif(MEDTUNE_GPU STREQUAL "hip")
   set(CMAKE_HIP_STANDARD_REQUIRED ON)
   set(MEDTUNE_GPU_LANG HIP)
   set(MEDTUNE_GPU_DEFINE MEDTUNE_GPU_HIP)
+elseif(MEDTUNE_GPU STREQUAL "hip-cpu")
+  set(MEDTUNE_HIP_CPU_DIR "" CACHE PATH "HIP-CPU's source tree, for MEDTUNE_GPU=hip-cpu")
+  if(NOT EXISTS "${MEDTUNE_HIP_CPU_DIR}/include/hip/hip_runtime.h")
+    message(FATAL_ERROR "MEDTUNE_GPU=hip-cpu needs -DMEDTUNE_HIP_CPU_DIR=<a copy of "
+      "https://github.com/ROCm/HIP-CPU> (no include/hip/hip_runtime.h under "
+      "'${MEDTUNE_HIP_CPU_DIR}'; tests/gpu/hip_cpu/README.md)")
+  endif()
+  find_package(TBB REQUIRED)  # HIP-CPU's parallel algorithms (Debian: libtbb-dev)
+  find_program(MEDTUNE_PERL perl REQUIRED)
+  # Each .cu becomes a generated .cpp (launches rewritten); blas.cu's vendor BLAS is replaced by
+  # the host's CBLAS in the row-major contract of gpu/blas.h.
+  set(hip_cpu_sources "${MEDTUNE_GPU_ROOT}/tests/gpu/hip_cpu/host_blas.cpp")
+  set(rewrite "${MEDTUNE_GPU_ROOT}/tests/gpu/hip_cpu/rewrite.pl")
+  foreach(cu ${MEDTUNE_GPU_SOURCES})
+    get_filename_component(name "${cu}" NAME_WE)
+    if(name STREQUAL "blas")
+      continue()
+    endif()
+    set(cpp "${CMAKE_BINARY_DIR}/hip_cpu_src/${name}.cpp")
+    add_custom_command(OUTPUT "${cpp}"
+      COMMAND "${CMAKE_COMMAND}" -E make_directory "${CMAKE_BINARY_DIR}/hip_cpu_src"
+      COMMAND "${MEDTUNE_PERL}" "${rewrite}" "${cu}" "${cpp}"
+      DEPENDS "${cu}" "${rewrite}" VERBATIM)
+    list(APPEND hip_cpu_sources "${cpp}")
+  endforeach()
+  set(MEDTUNE_GPU_SOURCES ${hip_cpu_sources})
+  set(MEDTUNE_GPU_LANG CXX)
+  set(MEDTUNE_GPU_DEFINE MEDTUNE_GPU_HIP)
 else()
-  message(FATAL_ERROR "MEDTUNE_GPU must be none, cuda or hip (got '${MEDTUNE_GPU}')")
+  message(FATAL_ERROR "MEDTUNE_GPU must be none, cuda, hip or hip-cpu (got '${MEDTUNE_GPU}')")
 endif()
 
 set_source_files_properties(${MEDTUNE_GPU_SOURCES} PROPERTIES LANGUAGE ${MEDTUNE_GPU_LANG})
@@ -70,6 +104,16 @@ if(MEDTUNE_GPU STREQUAL "cuda")
   target_compile_options(medtune_gpu PRIVATE
     --Werror=all-warnings
     -Xcompiler=-Wall,-Wextra,-Wshadow,-Wdouble-promotion,-Wnull-dereference,-Werror)
+elseif(MEDTUNE_GPU STREQUAL "hip-cpu")
+  # The kernels see HIP-CPU's headers and, ahead of them, tests/gpu/hip_cpu/hip/ (the two ROCm
+  # headers HIP-CPU has no copy of). Warnings off for these generated files: HIP-CPU's headers and
+  # kernels passed by value draw notes and warnings from GCC that say nothing about our code,
+  # which the cuda and hip builds compile with warnings as errors.
+  target_include_directories(medtune_gpu PRIVATE "${MEDTUNE_GPU_ROOT}/tests/gpu/hip_cpu")
+  target_include_directories(medtune_gpu SYSTEM PRIVATE "${MEDTUNE_HIP_CPU_DIR}/include")
+  target_compile_options(medtune_gpu PRIVATE -w)
+  find_package(Threads REQUIRED)
+  target_link_libraries(medtune_gpu PUBLIC TBB::tbb Threads::Threads medtune_deps)  # CBLAS
 else()
   # hip-lang (found by enable_language(HIP)) links the device runtime into HIP targets; host-only
   # consumers (the test, later the trainer) need amdhip64 through the library.
@@ -99,7 +143,7 @@ if(NOT MEDTUNE_GPU_STANDALONE)
       set(MEDTUNE_GPU_COLLECTIVES_FOUND ON)
       set(MEDTUNE_GPU_COLLECTIVES_HEADER "${MEDTUNE_NCCL_INCLUDE}/nccl.h")
     endif()
-  else()
+  elseif(MEDTUNE_GPU STREQUAL "hip")
     find_package(rccl QUIET)
     if(rccl_FOUND)
       target_include_directories(medtune_gpu PRIVATE $<TARGET_PROPERTY:rccl::rccl,INTERFACE_INCLUDE_DIRECTORIES>)

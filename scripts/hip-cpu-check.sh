@@ -1,43 +1,60 @@
 #!/usr/bin/env bash
-# Runs GPU op cases on the CPU under HIP-CPU: the attention cases (tests/gpu/cases_attention.cpp:
-# the tiled kernel, the GEMM attention, the split-key decode kernel) and the decode GEMV's
-# (tests/gpu/cases_gemv.cpp); tests/gpu/hip_cpu/README.md says what that checks and what it
-# cannot. Not part of CI (HIP-CPU is not packaged).
+# The whole GPU backend run on the CPU under HIP-CPU (tests/gpu/hip_cpu/README.md says what that
+# checks and what it cannot). Builds build-hip-cpu with -DMEDTUNE_GPU=hip-cpu (every
+# src/gpu/*.cu rewritten into plain C++ against HIP-CPU, the BLAS the host's) and runs:
+#   ops     test_gpu_ops: every registered op case against its CPU reference, but the two whose
+#           checks need a device allocator that can fail (runtime/out_of_memory, runtime/errors:
+#           HIP-CPU's hipMalloc never does)
+#   parity  medtune-parity --device gpu on every HF fixture, fp32 and bf16
+#   check   scripts/gpu-check.sh's stages train (5 steps instead of 30), eval and serve, with
+#           GPU_CHECK_BIN pointing at this build, on the real SmolLM2 where scripts/setup.sh
+#           fetched it (models/), else random SmolLM2-shaped weights. Not its stage memory: a
+#           step of 8 x 256 tokens takes ~80 s here (MEMORY_STEPS=7 fits no stage timeout)
+# Not part of CI (HIP-CPU is not packaged; this machine reaches no git hosting). Needs libtbb-dev.
 #   scripts/hip-cpu-check.sh HIPCPU_DIR [FILTER]
-# HIPCPU_DIR: a copy of https://github.com/ROCm/HIP-CPU (its include/ is used). Needs libtbb-dev
-# and the CPU build in build/ (its libmedtune_ops.a and libmedtune_core.a: the references).
+# HIPCPU_DIR: a copy of https://github.com/ROCm/HIP-CPU. With FILTER, only the op cases whose
+# names contain it run, and nothing else. ~25 minutes on 2 cores from a clean build folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hipcpu=${1:?usage: scripts/hip-cpu-check.sh HIPCPU_DIR [FILTER]}
 filter=${2:-}
 [[ -f "$hipcpu/include/hip/hip_runtime.h" ]] || { echo "no include/hip/hip_runtime.h under $hipcpu"; exit 2; }
-for lib in build/libmedtune_ops.a build/libmedtune_core.a; do
-  [[ -f $lib ]] || { echo "$lib missing: build the project first (scripts/build.sh)"; exit 2; }
+hipcpu=$(cd "$hipcpu" && pwd)
+jobs=${JOBS:-$(nproc)}
+b=${HIP_CPU_BUILD:-build-hip-cpu}  # the build folder
+t0=$(date +%s)
+cmake -S . -B "$b" -DMEDTUNE_GPU=hip-cpu -DMEDTUNE_HIP_CPU_DIR="$hipcpu" >/dev/null
+b=$(cd "$b" && pwd)
+cmake --build "$b" -j"$jobs" --target test_gpu_ops medtune medtune-parity medtune-random-llama bench_train_step
+echo "build: $(( $(date +%s) - t0 )) s"
+
+echo "== ops"
+excluded=(--exclude runtime/out_of_memory --exclude runtime/errors)
+if [[ -n "$filter" ]]; then
+  exec "$b/tests/gpu/test_gpu_ops" --filter "$filter" "${excluded[@]}"
+fi
+"$b/tests/gpu/test_gpu_ops" "${excluded[@]}" > "$b/ops.log" 2>&1 || { grep -A20 FAIL "$b/ops.log"; exit 1; }
+tail -n 1 "$b/ops.log"
+
+echo "== parity"
+for p in fp32 bf16; do
+  "$b/medtune-parity" --device gpu --precision "$p" tests/fixtures/hf/*/ > "$b/parity-$p.jsonl"
+  python3 - "$b/parity-$p.jsonl" "$p" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+worst = lambda k: max(r[k] for r in rows)
+print(f"{sys.argv[2]}: {sum(r['ok'] for r in rows)}/{len(rows)} fixtures; worst rel. error: base logits "
+      f"{worst('base_logits_max_rel_error'):.2e}, LoRA logits {worst('lora_logits_max_rel_error'):.2e}, "
+      f"LoRA grads {worst('lora_grads_max_rel_error'):.2e}; tolerances {rows[0]['tolerances']}")
+sys.exit(0 if all(r["ok"] for r in rows) else 1)
+EOF
 done
-out=build-hip-cpu
-mkdir -p "$out"
-# An ordinary C++ compiler has no triple chevrons: kernel<<<g, b, shmem, stream>>>(args) becomes
-# hipLaunchKernelGGL(kernel, g, b, shmem, stream, args), kernel<T> too. Every launch in these files
-# has all four.
-for f in attention attention_gemm attention_split gemv runtime; do
-  sed -E 's/([A-Za-z_][A-Za-z0-9_]*(<[^<>]*>)?)<<<([^,]+), ([^,]+), ([^,]+), ([^>]+)>>>\(/hipLaunchKernelGGL(\1, \3, \4, \5, \6, /' \
-    "src/gpu/$f.cu" > "$out/$f.cpp"
-  if grep -q '<<<' "$out/$f.cpp"; then echo "src/gpu/$f.cu: a launch the rewrite missed"; exit 1; fi
+
+echo "== gpu-check.sh stages on HIP-CPU"
+mkdir -p "$b/bin"
+for x in medtune medtune-parity medtune-random-llama bench/bench_train_step tests/gpu/test_gpu_ops; do
+  ln -sf "$b/$x" "$b/bin/$(basename "$x")"
 done
-# HIP-CPU's device properties have no gcnArchName; its stream-creation flags are an enum.
-sed -i -e 's/d\.arch = prop\.gcnArchName;/d.arch = "hip-cpu";/' \
-  -e 's/gpuStreamCreateWithFlags(&s, gpuStreamNonBlocking)/gpuStreamCreateWithFlags(\&s, static_cast<hipStreamFlags>(gpuStreamNonBlocking))/' \
-  "$out/runtime.cpp"
-flags=(-std=c++20 -O2 -DMEDTUNE_GPU_HIP -Itests/gpu/hip_cpu -I"$hipcpu/include" -Isrc -Itests/gpu -Itests)
-objs=()
-for src in "$out/attention.cpp" "$out/attention_gemm.cpp" "$out/attention_split.cpp" "$out/gemv.cpp" \
-           "$out/runtime.cpp" tests/gpu/hip_cpu/host_blas.cpp tests/gpu/hip_cpu/main.cpp \
-           tests/gpu/op_test.cpp tests/gpu/run.cpp tests/gpu/cases_attention.cpp tests/gpu/cases_gemv.cpp; do
-  obj="$out/$(basename "${src%.*}").o"
-  # -w: HIP-CPU's kernels by value draw "unsupported argument type for simd" notes from GCC.
-  g++ "${flags[@]}" -w -c "$src" -o "$obj"
-  objs+=("$obj")
-done
-g++ -o "$out/hip_cpu_cases" "${objs[@]}" build/libmedtune_ops.a build/libmedtune_core.a \
-  -lopenblas -lgomp -ltbb -lpthread
-"$out/hip_cpu_cases" "$filter"
+GPU_CHECK_BIN=$b/bin GPU_CHECK_STAGES="train eval serve" TRAIN_STEPS=5 \
+  OUT=$b/gpu-check-out bash scripts/gpu-check.sh
+echo "all: $(( $(date +%s) - t0 )) s"
