@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
   } catch (const medtune::BadInput& e) {
     std::cerr << "medtune-parity: " << e.what() << "\n";
     return 2;
+  } catch (const std::exception& e) {  // a device that cannot run this build (its warp size...)
+    std::cerr << "medtune-parity: internal error: " << e.what() << "\n";
+    return 1;
   }
   bool all_ok = true;
   for (const std::string& dir : dirs) {
