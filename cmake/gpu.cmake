@@ -16,7 +16,7 @@
 # CMAKE_HIP_ARCHITECTURES to gfx90a (MI200); pass either on the command line to change them.
 # tests/gpu/CMakeLists.txt also includes this file when it is configured on its own (the GPU
 # machine's build, scripts/gpu-check.sh); MEDTUNE_GPU_STANDALONE is set there.
-set(MEDTUNE_GPU "none" CACHE STRING "GPU backend: none, cuda or hip")
+set(MEDTUNE_GPU "none" CACHE STRING "GPU backend: none, cuda, hip or hip-cpu (a checking build)")
 set_property(CACHE MEDTUNE_GPU PROPERTY STRINGS none cuda hip hip-cpu)
 if(MEDTUNE_GPU STREQUAL "none")
   return()
