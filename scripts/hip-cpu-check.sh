@@ -14,6 +14,7 @@
 #   scripts/hip-cpu-check.sh HIPCPU_DIR [FILTER]
 # HIPCPU_DIR: a copy of https://github.com/ROCm/HIP-CPU. With FILTER, only the op cases whose
 # names contain it run, and nothing else. ~25 minutes on 2 cores from a clean build folder.
+# HIP_CPU_BUILD: the build folder (default build-hip-cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hipcpu=${1:?usage: scripts/hip-cpu-check.sh HIPCPU_DIR [FILTER]}
