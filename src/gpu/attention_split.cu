@@ -36,10 +36,9 @@ static_assert(kSplitKeys == kThreads, "one key of a block per thread in the soft
 static_assert(kSplitKeys % kGroups == 0, "the row groups share a block's keys evenly");
 
 // Max or sum of one value per thread over the block, by a tree in shared memory (buf: kThreads
-// floats): 8 levels, each pair in a fixed place. Every thread reaches every barrier. (Written
-// when reduce.h's block_sum still shuffled in its first warp only, which HIP-CPU, whose shuffle
-// is a block-wide barrier, cannot run; kept, as its order of additions is the one the split-key
-// cases were checked with.)
+// floats): 8 levels, each pair in a fixed place. Every thread reaches every barrier. Not
+// reduce.h's block_sum: this one ends in a barrier, so the kernel can reuse `buf` (parts) at once
+// after the second call, and its barriers publish the weights w written between the calls.
 template <bool kMax>
 __device__ inline float tree_reduce(float v, float* buf) {
   const int tid = static_cast<int>(threadIdx.x);
