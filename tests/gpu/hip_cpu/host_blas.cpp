@@ -105,6 +105,7 @@ void gemm_strided_batched(const Blas&, bool trans_a, bool trans_b, int64_t M, in
                           float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
                           int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
                           int64_t stride_c, int64_t batch) {
+  if (M == 0 || N == 0 || batch == 0) return;  // before the K check, as blas.cu orders them
   if (K == 0) throw Internal("gpu::gemm_strided_batched: K = 0");
   wait_for_device("gpu::gemm_strided_batched");
   for (int64_t i = 0; i < batch; ++i)
