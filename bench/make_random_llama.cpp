@@ -1,4 +1,5 @@
 // medtune-random-llama OUT_DIR --arch smollm2-135m|llama2-7b|llama3-8b [--dtype f32|bf16] [--seed S]
+//                      [--layers N]
 //
 // Writes a Hugging Face directory (config.json + model.safetensors) with random weights in the
 // architecture of a real model: the shapes ../shared/bench/hf_peft_anchor.py builds for the HF PEFT
@@ -7,7 +8,9 @@
 //
 // Weights: uniform in ±1/sqrt(in) (PyTorch's default Linear init), embeddings ±0.5, norms 1, from
 // a splitmix64 stream (deterministic on every machine). bf16 (the default) halves the file: a 7B
-// model is 13.5 GB, written in about a minute.
+// model is 13.5 GB, written in about a minute. --layers N keeps the architecture's widths with N
+// decoder layers: memory and time per layer measured where the whole model would not fit or run
+// (the GPU backend under HIP-CPU).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -78,11 +81,13 @@ std::vector<uint8_t> ones(int64_t n, bool bf16) {
 int main(int argc, char** argv) {
   std::string out, arch_name, dtype = "bf16";
   uint64_t state = 1;
+  int64_t layers = 0;  // 0: the architecture's own
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--arch" && i + 1 < argc) arch_name = argv[++i];
     else if (a == "--dtype" && i + 1 < argc) dtype = argv[++i];
     else if (a == "--seed" && i + 1 < argc) state = std::stoull(argv[++i]);
+    else if (a == "--layers" && i + 1 < argc) layers = std::stoll(argv[++i]);
     else if (out.empty() && a.rfind("--", 0) != 0) out = a;
     else {
       std::fprintf(stderr, "medtune-random-llama: unexpected argument '%s'\n", a.c_str());
@@ -90,14 +95,15 @@ int main(int argc, char** argv) {
     }
   }
   const auto it = kArchs.find(arch_name);
-  if (out.empty() || it == kArchs.end() || (dtype != "f32" && dtype != "bf16")) {
+  if (out.empty() || it == kArchs.end() || (dtype != "f32" && dtype != "bf16") || layers < 0) {
     std::fprintf(stderr,
                  "usage: medtune-random-llama OUT_DIR --arch smollm2-135m|llama2-7b|llama3-8b "
-                 "[--dtype f32|bf16] [--seed S]\n");
+                 "[--dtype f32|bf16] [--seed S] [--layers N]\n");
     return 2;
   }
   try {
-    const Arch& a = it->second;
+    Arch a = it->second;
+    if (layers > 0) a.L = layers;
     const bool bf16 = dtype == "bf16";
     const int64_t HD = a.C / a.NH;
     std::filesystem::create_directories(out);
