@@ -44,10 +44,12 @@ struct KvCache {
 
   KvCache() = default;
   // On `be` (the model's backend: LlamaModel::backend()); the CPU when not given. LlamaModel's
-  // make_cache gives the backend's kv_type().
+  // make_cache gives the backend's kv_type(). layers: how many layers it holds, 0 for all of c's
+  // (a pass that is done with a layer's keys and values before the next layer's reuses one:
+  // training with checkpointing, a forward without backward).
   KvCache(const ModelConfig& c, int64_t batch, int64_t max_len, backend::Backend& be = backend::cpu(),
-          DType elem = DType::F32)
-      : L(c.num_hidden_layers), B(batch), Smax(max_len), NKV(c.num_key_value_heads), HD(c.head_dim),
+          DType elem = DType::F32, int64_t layers = 0)
+      : L(layers > 0 ? layers : c.num_hidden_layers), B(batch), Smax(max_len), NKV(c.num_key_value_heads), HD(c.head_dim),
         type(elem), valid(static_cast<size_t>(B * Smax), 0), lengths(static_cast<size_t>(B), 0) {
     if (type != DType::F32 && type != DType::F16)
       throw Internal("KvCache: keys and values are F32 or F16, not " + std::string(dtype_name(type)));

@@ -45,8 +45,11 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
   const auto kvdim = static_cast<double>(c.num_key_value_heads * c.head_dim);
   m.mapped = static_cast<double>(weight_bytes);
   m.nf4 = static_cast<double>(nf4_bytes);
-  m.kv = static_cast<double>(c.num_hidden_layers) * N * f * 2 *
-         kvdim;  // keys and values of every layer (training: Smax = T)
+  // Keys and values (training: Smax = T) of every layer, or with checkpointing of the one layer
+  // whose forward was recomputed for its backward (model/train_step.cpp).
+  const double kv_layers =
+      cfg.gradient_checkpointing ? 1.0 : static_cast<double>(c.num_hidden_layers);
+  m.kv = kv_layers * N * f * 2 * kvdim;
   m.acts_full =
       model::planned_activation_bytes(c, lora, cfg.micro_batch_size * cfg.sequence_len, false);
   m.acts_ckpt =
