@@ -124,17 +124,16 @@ int main(int argc, char** argv) {
     model::StepTimes phases;
     opt.times = &phases;
     // As the trainer runs one micro-batch per step on one rank: on a device the gradients stay
-    // there (TrainState's pass buffers), on the CPU they are the host dA, dB.
+    // there (TrainState::begin_pass), on the CPU they are the host dA, dB.
     if (state.on_device()) {
-      opt.device_grads = state.pass_gradients();
-      state.zero_pass_gradients();
+      opt.device_grads = state.begin_pass(true);
     } else {
       lora.zero_grad();
     }
     loss = model::forward_backward(m, lora, batch, opt).loss_sum * opt.loss_scale;
     const auto t1 = std::chrono::steady_clock::now();
     const std::clock_t c1 = std::clock();
-    if (state.on_device()) state.add_pass_to_step(true);
+    if (state.on_device()) state.end_pass(true);
     state.adamw_step(1e-4);
     if (s == peak_after) peak_after_bytes = be.peak_bytes();
     if (s > 0) {

@@ -68,6 +68,7 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
     m.shards = 1;  // row shards are a CPU policy
     m.copies = 0;
     m.device_weights = m.mapped + m.nf4;
+    m.device_adapter_copies = cfg.gradient_accumulation_steps > 1 ? 5 : 4;
     // The attention's logsumexp per layer kept (or per recomputed layer with checkpointing).
     const double lse = N * f * static_cast<double>(c.num_attention_heads) *
                        (cfg.gradient_checkpointing ? 1.0 : static_cast<double>(c.num_hidden_layers));
@@ -106,7 +107,8 @@ std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {
     out << "device " << cfg.device << " memory plan (" << backend::precision_name(m.device_precision)
         << " GEMMs; the optimizer step runs there):\n"
         << "  base weights (resident, stored dtype) " << mib(m.device_weights) << "\n"
-        << "  LoRA A, B + gradients (pass, step) + AdamW m, v " << mib(m.device_adapter()) << "\n"
+        << "  LoRA A, B + gradients (step" << (m.device_adapter_copies > 4 ? ", pass" : "")
+        << ") + AdamW m, v " << mib(m.device_adapter()) << "\n"
         << "  activations                  " << mib(m.device_acts) << "\n"
         << "  keys/values                  " << mib(m.kv) << "\n"
         << "  workspace                    " << mib(m.device_workspace)

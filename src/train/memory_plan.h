@@ -28,7 +28,8 @@ struct MemoryPlan {
   // cfg.device other than cpu: what the device holds during a step. The base weights are resident
   // in their stored dtype (NF4 for QLoRA); beside them the training state (train/train_state.h:
   // the adapter's A and B, the step's gradients, AdamW's two moments) and one pass's gradient
-  // accumulators, 5 x params (each matrix padded to 256 bytes besides). The host keeps copies of
+  // accumulators when a step has several micro-batches (train/train_state.h: begin_pass): 4 or
+  // 5 x params (each matrix padded to 256 bytes besides). The host keeps copies of
   // A, B, dA, dB and the moments for the sum over micro-batches and ranks and for checkpoints
   // (host_owned_with_device). workspace: one dequantized weight chunk (fp32, at most 64 MiB) and
   // one loss-head chunk of logits (256 x V fp32); with bf16 GEMMs also their inputs rounded to
@@ -36,7 +37,8 @@ struct MemoryPlan {
   bool on_device = false;
   backend::Precision device_precision = backend::Precision::kFp32;
   double device_weights = 0, device_acts = 0, device_workspace = 0;
-  double device_adapter() const { return 5 * params; }
+  double device_adapter_copies = 4;  // A and B, step gradients, m, v (and a pass's: 5)
+  double device_adapter() const { return device_adapter_copies * params; }
   double device_total() const { return device_weights + device_adapter() + device_acts + kv + device_workspace; }
   double host_owned_with_device() const { return nf4 + 4 * params; }
 };

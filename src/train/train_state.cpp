@@ -74,28 +74,26 @@ void TrainState::load_gradients() {
   if (!flat.empty()) be_.to_device(g_.data(), flat.data(), flat.size() * sizeof(float));
 }
 
-const std::vector<std::array<model::LoraGrad, model::kNumProj>>* TrainState::pass_gradients() {
-  if (!on_device()) throw Internal("TrainState::pass_gradients on the CPU");
-  if (pass_table_.empty()) {  // allocated at the first use: a run whose ranks sum on the host has none
+const std::vector<std::array<model::LoraGrad, model::kNumProj>>* TrainState::begin_pass(bool first) {
+  if (!on_device()) throw Internal("TrainState::begin_pass on the CPU");
+  if (first) {
+    if (step_table_.empty()) step_table_ = layout_.grad_table(lora_, g_.data());
+    g_.zero();
+    return &step_table_;
+  }
+  if (pass_table_.empty()) {  // allocated at the first later micro-batch
     pass_.fit(be_, g_.size());
-    pass_.zero();
     pass_table_ = layout_.grad_table(lora_, pass_.data());
   }
+  pass_.zero();
   return &pass_table_;
 }
 
-void TrainState::zero_pass_gradients() {
-  if (!on_device() || pass_table_.empty()) throw Internal("TrainState::zero_pass_gradients before pass_gradients");
-  pass_.zero();
-}
-
-void TrainState::add_pass_to_step(bool first) {
-  if (!on_device() || pass_table_.empty()) throw Internal("TrainState::add_pass_to_step before pass_gradients");
-  if (pass_.empty()) return;
-  if (first)  // copied, not added to zero: the same bits (-0 too), as the host sum does
-    be_.copy(g_.data(), pass_.data(), pass_.bytes());
-  else
-    be_.add_inplace(g_.data(), pass_.data(), static_cast<int64_t>(pass_.size()));
+void TrainState::end_pass(bool first) {
+  if (!on_device()) throw Internal("TrainState::end_pass on the CPU");
+  if (first || g_.empty()) return;  // the first pass wrote the step's gradients themselves
+  if (pass_table_.empty()) throw Internal("TrainState::end_pass of a later micro-batch before its begin_pass");
+  be_.add_inplace(g_.data(), pass_.data(), static_cast<int64_t>(pass_.size()));
 }
 
 double TrainState::allreduce_gradients(dist::Communicator& comm, double loss_sum, const std::string& what) {

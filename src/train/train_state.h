@@ -11,7 +11,7 @@
 // the parameters, so the forward, backward and update of a step never copy the adapter; the
 // step's summed gradients arrive with one upload (load_gradients), and the host copies of A, B,
 // m and v lag behind until to_host() (checkpoints, the end of the run). With one rank, the sum
-// over micro-batches stays on the device too (pass_gradients), and so it does with several ranks
+// over micro-batches stays on the device too (begin_pass, end_pass), and so it does with several ranks
 // exchanging it in one all-reduce (allreduce_gradients); the ordered exchange, which keeps each
 // micro-batch's gradients apart, forms it on the host (dist/gradient_sum.h).
 #pragma once
@@ -48,14 +48,15 @@ class TrainState {
   // the CPU, where they are the same memory.
   void load_gradients();
   // On a device, the sum over a step's micro-batches can stay there: each pass adds into the
-  // pass buffers (model::TrainOptions::device_grads = pass_gradients(), zeroed first by
-  // zero_pass_gradients), and add_pass_to_step makes the step's gradients the first pass's
-  // (copied) or adds it (one fp32 addition per element, in micro-batch order: the host sum's
-  // bits). Device only (Internal on the CPU, whose passes write the host dA, dB); the pass
-  // buffers are allocated at the first pass_gradients() call.
-  const std::vector<std::array<model::LoraGrad, model::kNumProj>>* pass_gradients();
-  void zero_pass_gradients();
-  void add_pass_to_step(bool first);
+  // buffers begin_pass returns, zeroed (model::TrainOptions::device_grads). For a step's first
+  // micro-batch they are the step's gradients themselves; for a later one a pass buffer, which
+  // end_pass adds into them (one fp32 addition per element, in micro-batch order: the host sum's
+  // bits; the first pass's values are the host sum's first term, -0 included). The pass buffer
+  // is allocated at the first later micro-batch: a run of one micro-batch per step holds none,
+  // four arrays of the adapter's size and not five. Device only (Internal on the CPU, whose
+  // passes write the host dA, dB).
+  const std::vector<std::array<model::LoraGrad, model::kNumProj>>* begin_pass(bool first);
+  void end_pass(bool first);
   // With several ranks summing on their devices: the step's gradients (each rank's sum over its
   // micro-batches, add_pass_to_step) and loss_sum become their sums over the ranks, returned as
   // the global loss sum. An engine that reads device memory (NCCL/RCCL) sums the gradient array
@@ -78,7 +79,7 @@ class TrainState {
   // A and B into the adapter's host vectors, m and v into the AdamW object's; no-op on the CPU.
   void to_host();
 
-  // Device bytes held (0 on the CPU): parameters, gradients, m, v, and the pass buffers once used.
+  // Device bytes held (0 on the CPU): parameters, gradients, m, v, and the pass buffer once used.
   int64_t device_bytes() const;
 
  private:
@@ -99,8 +100,9 @@ class TrainState {
   AdamW& adamw_;
   model::LoraFlatLayout layout_;  // of the device's arrays; parameter i is matrix i
   backend::Array<float> p_, g_, m_, v_;
-  backend::Array<float> pass_;   // device: one pass's gradients, laid out as g_
-  std::vector<std::array<model::LoraGrad, model::kNumProj>> pass_table_;  // [layer][proj] into pass_
+  backend::Array<float> pass_;   // device: a later micro-batch's gradients, laid out as g_
+  // [layer][proj] into g_ and into pass_ (empty until the first later micro-batch).
+  std::vector<std::array<model::LoraGrad, model::kNumProj>> step_table_, pass_table_;
 };
 
 }  // namespace medtune::train

@@ -204,7 +204,7 @@ TEST(TrainState, StepsOnTheCpuAndOnADeviceEqualTheHostOptimizer) {
     for (size_t i = 0; i < dev.adamw->num_params(); ++i) numel += dev.adamw->param(i).numel;
     EXPECT_GE(state.device_bytes(), 4 * 4 * numel);  // parameters, gradients, m, v
     EXPECT_LE(state.device_bytes(), 4 * 4 * (numel + 64 * static_cast<int64_t>(dev.adamw->num_params())));
-    EXPECT_THROW(state.zero_pass_gradients(), Internal);  // the pass buffers come with pass_gradients()
+    EXPECT_THROW(state.end_pass(false), Internal);  // the pass buffer comes with begin_pass(false)
     const model::LoraLinear& q0 = dev.lora.at(0, model::Proj::q);
     ASSERT_NE(q0.device_A, nullptr);
     EXPECT_NE(q0.device_A, q0.A.data());
@@ -228,6 +228,25 @@ TEST(TrainState, StepsOnTheCpuAndOnADeviceEqualTheHostOptimizer) {
   EXPECT_EQ(dev.values(), host.values());
   EXPECT_EQ(cpu.adamw->step_count(), 2);
   EXPECT_EQ(dev.adamw->step_count(), 2);
+}
+
+// A step of one micro-batch writes its gradients into the step's own array: the state holds four
+// arrays of the adapter's size (train/memory_plan.h plans 4 x params). A fifth, the pass buffer,
+// comes with the first later micro-batch.
+TEST(TrainState, APassBufferOnlyForLaterMicroBatches) {
+  const ModelConfig c = io::open_checkpoint(kFixture).config;
+  Adapter dev(c);
+  TrainState state(device(), dev.lora, *dev.adamw);
+  state.to_device();
+  const int64_t four = state.device_bytes();
+  const auto* first = state.begin_pass(true);
+  state.end_pass(true);
+  EXPECT_EQ(state.device_bytes(), four);
+  const auto* later = state.begin_pass(false);
+  EXPECT_EQ(state.device_bytes(), four / 4 * 5);
+  ASSERT_NE((*first)[0][0].dA, nullptr);  // q of layer 0 has an adapter here
+  EXPECT_NE((*first)[0][0].dA, (*later)[0][0].dA);
+  state.end_pass(false);
 }
 
 TEST(TrainOnDevice, EqualsTheCpuRunBitForBit) {
