@@ -309,9 +309,10 @@ void add_train_command(CLI::App& app) {
     train::MemoryPlan memory;
     if (cfg.base_quant == train::BaseQuant::kNf4) {
       const auto wb = model::planned_weight_bytes(ckpt, model::WeightQuant::kNf4);
-      memory = train::plan_memory(cfg, ckpt.config, lora_plan, wb.mapped, wb.quantized);
+      memory = train::plan_memory(cfg, ckpt.config, lora_plan, wb.mapped, wb.quantized, ckpt.qk_rows_permuted);
     } else {
-      memory = train::plan_memory(cfg, ckpt.config, lora_plan, train::checkpoint_bytes(cfg.base_model), 0);
+      memory = train::plan_memory(cfg, ckpt.config, lora_plan, train::checkpoint_bytes(cfg.base_model), 0,
+                                  ckpt.qk_rows_permuted);
     }
     if (args->dry_run) {
       if (!lead) return;

@@ -58,6 +58,9 @@ InferencePlan plan_inference(const ModelConfig& c, double weight_bytes, const Lo
   if (lora != nullptr) p.acts += kF * lora_floats(*lora, c, N);
   p.logits = kF * R * static_cast<double>(c.vocab_size);
   p.workspace = device_workspace_bytes(c, s.tokens, precision);
+  // The last layer keeps its logit rows only: gathered in place through the backend's temporary
+  // (R, max(C, NH HD)).
+  p.workspace += kF * R * std::max(C, QD);
   // The attention's workspace (one buffer, grown to the largest call): the GEMM attention's
   // scores for the longest pass against the full cache (an upper bound: the pass's queries are at
   // most min(N, Smax), its keys at most Smax), or the split-key kernel's partials for a decode
@@ -86,6 +89,12 @@ double device_workspace_bytes(const ModelConfig& c, int64_t tokens, backend::Pre
   const double largest = std::max(F * C, static_cast<double>(c.vocab_size) * C);
   const double chunk = std::min(largest, kChunkFloats);
   double bytes = kF * chunk;
+  // Host index lists staged on the device (gpu_backend.cpp's ids, rows, targets: 4 + 8 + 8 bytes
+  // a token) and the loss's per-row values (4), kept at their largest; and each working buffer
+  // rounded up to the backend's 256 bytes: kLiveBuffers is twice the most seen live at once
+  // (~60 in a Llama-2-7B training step under HIP-CPU, docs/gpu.md).
+  constexpr double kLiveBuffers = 128, kGranule = 256;
+  bytes += 24.0 * static_cast<double>(tokens) + kLiveBuffers * kGranule;
   // bf16 GEMMs: the chunk rounded to bf16, and the GEMM's activation input (or output gradient)
   // rounded to bf16, (N, its width) at most N x max(F, C, QD).
   if (precision == backend::Precision::kBf16)

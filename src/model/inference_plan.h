@@ -39,6 +39,7 @@ struct InferencePlan {
   double logits = 0;  // (R, V) fp32
   // The GPU backend's own: one weight chunk dequantized to fp32 (at most 2^24 floats, 64 MiB);
   // with bf16 GEMMs also that chunk in bf16 and the largest GEMM input rounded to bf16 (N x F);
+  // its staged index lists (24 bytes a token) and its rounding of each buffer to 256 bytes;
   // the attention's workspace (device_attention_workspace_bytes: the GEMM attention's scores, at
   // most 256 MiB, or a decode step's split-key partials).
   double workspace = 0;

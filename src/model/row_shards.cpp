@@ -23,6 +23,35 @@ double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, i
   return gradient_checkpointing ? L * n * f * C + layer : L * layer;
 }
 
+PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, int64_t N, bool dropout,
+                                 bool qk_rows_permuted) {
+  const double f = 4.0, n = static_cast<double>(N);  // fp32
+  const auto C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
+  const auto HD = static_cast<double>(c.head_dim);
+  const auto QD = static_cast<double>(c.num_attention_heads) * HD;
+  const auto KVD = static_cast<double>(c.num_key_value_heads) * HD;
+  // The largest rank, the largest group's summed rank (q, k, v | o | gate, up | down) and its
+  // stacked A (sum r, in), which lora_linear.cpp's group scratch holds with its dA.
+  double rmax = 1, group_r = 0, stacked = 0;
+  for (const auto& layer : lora.layers) {
+    const auto r = [&](Proj p) { return static_cast<double>(layer[static_cast<size_t>(p)].r); };
+    const double qkv = r(Proj::q) + r(Proj::k) + r(Proj::v), gu = r(Proj::gate) + r(Proj::up);
+    rmax = std::max({rmax, r(Proj::q), r(Proj::k), r(Proj::v), r(Proj::o), r(Proj::gate), r(Proj::up),
+                     r(Proj::down)});
+    group_r = std::max({group_r, qkv, r(Proj::o), gu, r(Proj::down)});
+    stacked = std::max({stacked, qkv * C, r(Proj::o) * QD, gu * C, r(Proj::down) * F});
+  }
+  // train_step.cpp: x and dx (C each), cos and sin (HD / 2 each), the key mask (1 byte).
+  const double stream = n * (2 * C + HD) * f + n;
+  // layer.cpp's slots. Forward: k, v, the o_proj/down output. Backward: du (max r); dh, dgate,
+  // dup; dn, dnorm_in; datt, dq; dk, dv; dq, dk in a GGUF checkpoint's row order; with dropout
+  // the dropped input.
+  double slots = (2 * KVD + C) + rmax + 3 * F + 2 * C + 2 * QD + 2 * KVD;
+  if (qk_rows_permuted) slots += QD + KVD;
+  if (dropout) slots += std::max(C, F);
+  return {stream + f * (n * group_r + 2 * stacked), f * n * slots};
+}
+
 double shard_copy_bytes(const LoraWeights& lora) {
   return 2.0 * 4.0 * static_cast<double>(lora.num_parameters());  // A, B and dA, dB in fp32
 }

@@ -22,6 +22,18 @@ namespace medtune::model {
 double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, int64_t N,
                                 bool gradient_checkpointing);
 
+// What a training pass of N tokens holds besides those activations and the keys and values
+// (model/train_step.cpp, layer.cpp, lora_linear.cpp), in bytes: `held` through the whole pass
+// (the residual stream and its gradient, the RoPE tables and key mask, the LoRA groups'
+// scratch), and one layer's forward and backward temporaries (`layer`, with `dropout` the
+// dropped input, with `qk_rows_permuted` (a GGUF checkpoint) the q and k gradients in its row
+// order), kept from one layer to the next and freed before the loss head.
+struct PassScratch {
+  double held = 0, layer = 0;
+};
+PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, int64_t N, bool dropout,
+                                 bool qk_rows_permuted);
+
 // Bytes of one shard's adapter copy (parameters and gradients).
 double shard_copy_bytes(const LoraWeights& lora);
 

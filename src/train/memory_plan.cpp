@@ -37,7 +37,7 @@ int64_t checkpoint_bytes(const std::string& path) {
 }
 
 MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
-                       int64_t weight_bytes, int64_t nf4_bytes) {
+                       int64_t weight_bytes, int64_t nf4_bytes, bool qk_rows_permuted) {
   MemoryPlan m;
   const double f = 4.0;  // bytes per fp32
   const double N =
@@ -50,10 +50,11 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
   const double kv_layers =
       cfg.gradient_checkpointing ? 1.0 : static_cast<double>(c.num_hidden_layers);
   m.kv = kv_layers * N * f * 2 * kvdim;
-  m.acts_full =
-      model::planned_activation_bytes(c, lora, cfg.micro_batch_size * cfg.sequence_len, false);
-  m.acts_ckpt =
-      model::planned_activation_bytes(c, lora, cfg.micro_batch_size * cfg.sequence_len, true);
+  const int64_t tokens = cfg.micro_batch_size * cfg.sequence_len;
+  // The activations kept, and the pass's temporaries beside them (model/row_shards.h).
+  const model::PassScratch scratch = model::planned_pass_scratch(c, lora, tokens, cfg.lora_dropout > 0, qk_rows_permuted);
+  m.acts_full = model::planned_activation_bytes(c, lora, tokens, false) + scratch.held + scratch.layer;
+  m.acts_ckpt = model::planned_activation_bytes(c, lora, tokens, true) + scratch.held + scratch.layer;
   m.params = static_cast<double>(lora.num_parameters()) * f;
   m.acts = cfg.gradient_checkpointing ? m.acts_ckpt : m.acts_full;
   // Row shards (model/row_shards.h): each shard past the first holds an adapter copy.
@@ -72,12 +73,15 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
     // The attention's logsumexp per layer kept (or per recomputed layer with checkpointing).
     const double lse = N * f * static_cast<double>(c.num_attention_heads) *
                        (cfg.gradient_checkpointing ? 1.0 : static_cast<double>(c.num_hidden_layers));
-    m.device_acts = m.acts + lse;
+    // A layer's temporaries are freed before the loss head, whose chunk (train_step.cpp: logits
+    // (256, V), its rows' x, h, dh, dx (256, C)) takes their place: the larger of the two.
+    const double loss_chunk = f * static_cast<double>(std::min<int64_t>(256, tokens)) *
+                              (static_cast<double>(c.vocab_size) + 4.0 * static_cast<double>(c.hidden_size) + 1);
+    m.device_acts = m.acts - scratch.layer + std::max(scratch.layer, loss_chunk) + lse;
     const backend::Device device = backend::parse_device(cfg.device, "device");
     m.device_precision = backend::parse_precision(cfg.precision, device, "precision");
     m.device_workspace =
         model::device_workspace_bytes(c, cfg.micro_batch_size * cfg.sequence_len, m.device_precision) +
-        f * 256.0 * static_cast<double>(c.vocab_size) +
         model::device_attention_workspace_bytes(c, cfg.micro_batch_size, cfg.sequence_len,
                                                 cfg.sequence_len, /*backward=*/true);
   }
@@ -109,11 +113,12 @@ std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {
         << "  base weights (resident, stored dtype) " << mib(m.device_weights) << "\n"
         << "  LoRA A, B + gradients (step" << (m.device_adapter_copies > 4 ? ", pass" : "")
         << ") + AdamW m, v " << mib(m.device_adapter()) << "\n"
-        << "  activations                  " << mib(m.device_acts) << "\n"
+        << "  activations and temporaries  " << mib(m.device_acts) << "\n"
         << "  keys/values                  " << mib(m.kv) << "\n"
         << "  workspace                    " << mib(m.device_workspace)
-        << " (a dequantized weight chunk, a loss-head chunk of logits"
-        << (m.device_precision == backend::Precision::kBf16 ? ", their bf16 inputs)\n" : ")\n")
+        << " (a dequantized weight chunk"
+        << (m.device_precision == backend::Precision::kBf16 ? " and the GEMMs' bf16 inputs" : "")
+        << ", the attention's scores, staged indices)\n"
         << "  device total                 " << mib(m.device_total()) << "\n"
         << "  host: copies of LoRA A, B + gradients + AdamW moments " << mib(4 * m.params)
         << (m.nf4 > 0 ? ", NF4 base " + mib(m.nf4) : std::string()) << "\n";

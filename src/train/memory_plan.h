@@ -31,9 +31,11 @@ struct MemoryPlan {
   // accumulators when a step has several micro-batches (train/train_state.h: begin_pass): 4 or
   // 5 x params (each matrix padded to 256 bytes besides). The host keeps copies of
   // A, B, dA, dB and the moments for the sum over micro-batches and ranks and for checkpoints
-  // (host_owned_with_device). workspace: one dequantized weight chunk (fp32, at most 64 MiB) and
-  // one loss-head chunk of logits (256 x V fp32); with bf16 GEMMs also their inputs rounded to
-  // bf16 (model::device_workspace_bytes).
+  // (host_owned_with_device). device_acts: the activations kept, the pass's temporaries
+  // (model/row_shards.h: PassScratch) with the larger of a layer's and the loss head's chunk
+  // (256 x (V + 4C) fp32), and the attention's logsumexp. workspace: the GPU backend's own, one
+  // dequantized weight chunk (fp32, at most 64 MiB), with bf16 GEMMs also their inputs rounded to
+  // bf16 (model::device_workspace_bytes), and the attention's scores.
   bool on_device = false;
   backend::Precision device_precision = backend::Precision::kFp32;
   double device_weights = 0, device_acts = 0, device_workspace = 0;
@@ -43,9 +45,10 @@ struct MemoryPlan {
   double host_owned_with_device() const { return nf4 + 4 * params; }
 };
 
-// `lora` may hold shapes only (model::lora_shapes).
+// `lora` may hold shapes only (model::lora_shapes). qk_rows_permuted: the checkpoint's
+// (io::Checkpoint; a GGUF file's q and k rows), whose backward holds two more temporaries.
 MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
-                       int64_t weight_bytes, int64_t nf4_bytes);
+                       int64_t weight_bytes, int64_t nf4_bytes, bool qk_rows_permuted = false);
 
 std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m);
 

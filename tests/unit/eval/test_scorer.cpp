@@ -196,12 +196,14 @@ TEST(ScorerSlow, OnADeviceTheLargestPassIsPlannedAndRefusedBeforeItRuns) {
   const PromptRenderer& prompts = smollm2_prompts();
   const auto qs = items(5);
   static testing::SimulatedDevice roomy, exact, short_by_one;  // outlive the layer scratch on them
-  // The GPU backend's own workspace, which the simulated device does not have: one dequantized
-  // weight chunk, and the GEMM attention's scores for the largest pass (4 rows of 76 tokens: the
-  // refusal below names it).
+  // The GPU backend's own workspace, which the simulated device does not have, for the largest
+  // pass (4 rows of 76 tokens, 24 of them logit rows: the refusal below names it): one
+  // dequantized weight chunk, staged indices and buffer rounding (device_workspace_bytes), the
+  // last layer's row gather (24 rows of max(C, NH HD) floats), the GEMM attention's scores.
   const auto workspace = [](const model::LlamaModel& m) {
     const auto& c = m.config();
-    return 4.0 * std::min<double>(16777216.0, static_cast<double>(std::max(c.intermediate_size, c.vocab_size) * c.hidden_size)) +
+    return model::device_workspace_bytes(c, 4 * 76, backend::Precision::kFp32) +
+           4.0 * 24 * static_cast<double>(std::max(c.hidden_size, c.num_attention_heads * c.head_dim)) +
            model::device_attention_workspace_bytes(c, 4, 76, 76, /*backward=*/false);
   };
   int64_t peak = 0;
