@@ -49,7 +49,7 @@
 #                   run, never committed): the same predictions at fp32; bf16's agreement reported
 #   serve           medtune serve --device gpu: a greedy completion equals generate --device gpu;
 #                   4 concurrent requests against their answers alone (reported); generate's
-#                   device memory plan against its peak (reported)
+#                   device peak within its memory plan
 #   default         the embedded default trained and evaluated on the GPU (real SmolLM2 only):
 #                   test accuracy >= 90%, as on the CPU (docs/training.md)
 #   memory          200 training steps on the GPU: the backend's peak bytes after step 5 and after
@@ -432,7 +432,13 @@ print(json.dumps({"equals_generate": alone[0] == gen["text"], "requests": len(pr
 EOF
 )
   result serve "$cmp"
-  if python3 -c "import json, sys; sys.exit(0 if json.loads('''$cmp''').get('equals_generate') else 1)"; then
+  # Passes when the completion equals generate's and generate's device peak is within its plan
+  # (the backend's buffer cache is bounded by it: Backend::plan_memory).
+  if python3 -c "
+import json, sys
+r = json.loads('''$cmp''')
+m = r.get('generate_device_memory') or {}
+sys.exit(0 if r.get('equals_generate') and m.get('peak_bytes', 1) <= m.get('planned_bytes', 0) else 1)"; then
     record serve ok $(( $(date +%s) - t )) "$cmp"
   else
     record serve FAILED $(( $(date +%s) - t )) "$cmp; serve.log"

@@ -329,6 +329,8 @@ void add_train_command(CLI::App& app) {
     const backend::Device device = backend::parse_device(cfg.device, "device");
     backend::Backend& be = backend::for_device(device, backend::parse_precision(cfg.precision, device, "precision"));
     train::refuse_if_too_large_on_device(cfg, memory, static_cast<double>(be.free_memory()));
+    // The device's buffer cache stays within the plan (backend.h: plan_memory).
+    if (memory.on_device) be.plan_memory(static_cast<int64_t>(memory.device_total()));
     if (args->check_tensors) model::check_weights_finite(ckpt);
     // QLoRA (adapter: qlora / load_in_4bit / base_quant: nf4): the block linears become NF4 here
     model::LlamaModel model(std::move(ckpt),

@@ -24,6 +24,7 @@ model::InferencePlan check_device_memory(const model::LlamaModel& model,
   if (!quiet) std::cerr << "medtune: " << model::format_inference_plan(plan, be.device().str(), s);
   model::refuse_if_inference_too_large(plan, what, be.device().str(),
                                        static_cast<double>(be.free_memory()), weights, to_lower);
+  be.plan_memory(static_cast<int64_t>(plan.total()));  // the buffer cache stays within it
   return plan;
 }
 

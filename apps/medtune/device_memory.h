@@ -3,7 +3,8 @@
 // what the command has still to allocate is more than the device's free memory. The base weights
 // count in the plan but not against the free memory: LlamaModel uploaded them when it loaded (a
 // model too large for the device already stopped there, with the out-of-memory message of
-// gpu_backend.cpp). No-op on the CPU, whose plan is the host's (`medtune info`).
+// gpu_backend.cpp). The backend is told the plan (Backend::plan_memory), which bounds its buffer
+// cache. No-op on the CPU, whose plan is the host's (`medtune info`).
 #pragma once
 
 #include <cstdint>

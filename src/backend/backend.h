@@ -73,6 +73,15 @@ class Backend {
   // The most device memory this backend has held at once (resident weights, live buffers and its
   // cache of freed ones), for benchmarks and flat-memory checks; 0 for the CPU.
   virtual int64_t peak_bytes() const = 0;
+  // A plan's total (bytes, counted as peak_bytes counts them): the memory plans of training,
+  // scoring, generate and serve (train/memory_plan.h, model/inference_plan.h) before their first
+  // pass. A device backend keeps what it holds within the largest plan it was told: before it
+  // takes a new buffer past it, it gives back the freed ones it keeps for reuse (largest first),
+  // so that its peak is what the passes hold live, not that plus freed buffers of other sizes
+  // (a forward's, then a loss head's, or a prompt's beside a decode step's). A bound on the cache
+  // only: live buffers past it are still allocated. The CPU ignores it (its block cache has its
+  // own bound, backend/host_block_cache.h).
+  virtual void plan_memory(int64_t bytes) { (void)bytes; }
 
   // ---- ops (semantics, shapes and aliasing as the CPU ops named in each comment)
   // x (N, C) = rows ids[n] of `table` (V, C) in its stored dtype, dequantized. ids: host, checked

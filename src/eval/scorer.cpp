@@ -349,6 +349,7 @@ std::vector<QuestionResult> score_questions_batched(model::LlamaModel& model, co
                      " tokens)",
         be.device().str(), static_cast<double>(be.free_memory()), static_cast<double>(be.resident_bytes()),
         "the questions' length (few-shot examples, the prompt)");
+    be.plan_memory(static_cast<int64_t>(largest.total()));  // the buffer cache stays within it
   }
   std::vector<QuestionResult> out(items.size());
   size_t done = 0;
