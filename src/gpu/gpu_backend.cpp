@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,6 +60,7 @@ class GpuBackend final : public Backend {
     prof_ = std::make_unique<gpu::OpProfile>(*stream_);
   }
   ~GpuBackend() override {
+    if (!peak_text_.empty()) std::fputs(peak_text_.c_str(), stderr);
     // Wait for queued work before the buffers it uses are freed (member destructors below).
     try {
       stream_->synchronize();
@@ -109,6 +111,7 @@ class GpuBackend final : public Backend {
     void* p = buf.data();
     live_.emplace(p, std::move(buf));
     if (!reused) held_ += static_cast<int64_t>(rounded);  // a reused buffer is counted already
+    if (peak_trace_ && held_ + resident_bytes_ > peak_) describe_peak();
     peak_ = std::max(peak_, held_ + resident_bytes_);
     return p;
   }
@@ -497,6 +500,26 @@ class GpuBackend final : public Backend {
     return " " + std::to_string(w.rows) + "x" + std::to_string(w.cols) + " " + std::string(dtype_name(w.dtype));
   }
 
+  // MEDTUNE_GPU_PEAK=1: what the backend holds at each new peak, by buffer size (live and
+  // cached), the last one printed at exit: where a plan and a measured peak part (docs/gpu.md).
+  void describe_peak() {
+    std::map<size_t, std::pair<int, int>, std::greater<>> by_size;  // bytes -> live, cached
+    for (const auto& [p, buf] : live_) ++by_size[buf.bytes()].first;
+    for (const auto& [bytes, buf] : free_) ++by_size[bytes].second;
+    const auto mib = [](double b) { return b / (1024.0 * 1024.0); };
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "gpu:%d peak %.2f MiB: resident %.2f, buffers %.2f (cached %.2f)\n", index_,
+                  mib(static_cast<double>(held_ + resident_bytes_)), mib(static_cast<double>(resident_bytes_)),
+                  mib(static_cast<double>(held_)), mib(static_cast<double>(cached_bytes())));
+    peak_text_ = line;
+    for (const auto& [bytes, n] : by_size) {
+      std::snprintf(line, sizeof line, "  %12.3f MiB x %d live, %d cached\n", mib(static_cast<double>(bytes)),
+                    n.first, n.second);
+      peak_text_ += line;
+    }
+  }
+
   // Cached buffers go back to the device, largest first, while taking `bytes` more would hold
   // more than the largest plan (plan_memory). cudaFree/hipFree wait for the device: this runs
   // only where the plan is reached, not on every miss.
@@ -592,6 +615,8 @@ class GpuBackend final : public Backend {
   int64_t held_ = 0;  // bytes of live and cached buffers (allocated from the device, not resident)
   int64_t peak_ = 0;  // most of held_ + resident_bytes_ at once
   int64_t planned_ = 0;  // the largest plan_memory() (0: none; the cache is not trimmed)
+  bool peak_trace_ = !env_switch("MEDTUNE_GPU_PEAK", "0", "1");  // 1: describe_peak()
+  std::string peak_text_;
   Scratch ids_stage_, rows_stage_, targets_stage_, loss_rows_, tmp_, work_, work_bf16_, act_bf16_;
   // The GEMM attention's scores, the split-key kernel's partials (gpu/attention_plan.h).
   Scratch attn_work_;
