@@ -13,6 +13,11 @@
 // On a device: the gradients and the AdamW step stay there (train/train_state.h, as the trainer
 // runs a step on one rank), and device_peak_mib is the backend's peak_bytes() at the
 // end; with --peak-after K also device_peak_after_mib, its value after step K (flat memory: equal).
+// device_plan_mib is the trainer's device plan for this shape (train/memory_plan.h, the base
+// weights as uploaded), told to the backend as `medtune train` tells it (Backend::plan_memory);
+// its parts go to stderr. --plan-only 1: that plan from the checkpoint's header alone (the base
+// weights as planned_weight_bytes gives them), nothing loaded or run: a 7B shape's plan on a
+// machine that could not run its step.
 // --answer-tokens K > 0: only the last K positions of each row are targets (completion-only loss,
 // as in MCQ fine-tuning where the prompt is masked); 0 (default): every next token.
 #include <omp.h>
@@ -34,7 +39,10 @@
 #include "model/llama.h"
 #include "model/lora.h"
 #include "model/train_step.h"
+#include "model/weights.h"
+#include "train/memory_plan.h"
 #include "train/optimizer.h"
+#include "train/train_config.h"
 #include "train/train_state.h"
 #include "bench_timing.h"
 
@@ -47,11 +55,12 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: bench_train_step MODEL [--batch B] [--seq T] [--rank R] [--steps N] [--threads N] "
                  "[--checkpointing 0|1] [--answer-tokens K] [--row-shards S] [--device D] [--targets all|qkvo] "
-                 "[--base-quant none|nf4] [--peak-after K] [--precision P]\n";
+                 "[--base-quant none|nf4] [--peak-after K] [--precision P] [--plan-only 0|1]\n";
     return 2;
   }
   const std::string path = argv[1];
-  int64_t B = 4, T = 256, rank = 16, steps = 5, ckpt = 0, answer = 0, shards = 0, peak_after = 0;
+  int64_t B = 4, T = 256, rank = 16, steps = 5, ckpt = 0, answer = 0, shards = 0, peak_after = 0,
+          plan_only = 0;
   int threads = 0;
   std::string device = "cpu", targets = "all", base_quant = "none", precision = "auto";
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -70,18 +79,56 @@ int main(int argc, char** argv) {
     else if (k == "--answer-tokens") answer = v;
     else if (k == "--row-shards") shards = v;
     else if (k == "--peak-after") peak_after = v;
+    else if (k == "--plan-only") plan_only = v;
+  }
+  if (steps < 1 && plan_only == 0) {
+    std::cerr << "bench_train_step: --steps must be at least 1 (the timed steps after the warm-up)\n";
+    return 2;
   }
   if (threads > 0) omp_set_num_threads(threads);
 
-  const backend::Device dev = backend::parse_device(device, "--device");
-  backend::Backend& be = backend::for_device(dev, backend::parse_precision(precision, dev, "--precision"));
-  model::LlamaModel m(io::open_checkpoint(path), model::parse_weight_quant(base_quant, "--base-quant"), be);
+  // The trainer's device plan for this shape (weights: the base's bytes on the device).
+  train::TrainConfig plan_cfg;
+  plan_cfg.micro_batch_size = B;
+  plan_cfg.sequence_len = T;
+  plan_cfg.gradient_checkpointing = ckpt != 0;
+  plan_cfg.device = device;
+  plan_cfg.precision = precision;
+  plan_cfg.num_threads = threads;
+  const auto plan_for = [&](const ModelConfig& c, const model::LoraWeights& lora, int64_t weights,
+                            bool qk_rows_permuted) {
+    const train::MemoryPlan plan = train::plan_memory(plan_cfg, c, lora, weights, 0, qk_rows_permuted);
+    if (plan.on_device) std::cerr << train::format_memory_plan(plan_cfg, plan);
+    return plan;
+  };
+  const auto mib = [](double bytes) { return bytes / (1024.0 * 1024.0); };
   model::LoraConfig lc;
   lc.r = rank;
   lc.alpha = 2.0 * static_cast<double>(rank);
   if (targets == "qkvo") lc.targets = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::o};
   else lc.targets = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::o,
                      model::Proj::gate, model::Proj::up, model::Proj::down};
+  const model::WeightQuant quant = model::parse_weight_quant(base_quant, "--base-quant");
+  io::Checkpoint checkpoint = io::open_checkpoint(path);
+  if (plan_only != 0) {
+    const model::WeightBytes wb = model::planned_weight_bytes(checkpoint, quant);
+    const train::MemoryPlan plan = plan_for(checkpoint.config, model::lora_shapes(checkpoint.config, lc),
+                                            wb.mapped + wb.quantized, checkpoint.qk_rows_permuted);
+    std::cout << nlohmann::json{{"model", path}, {"batch", B}, {"seq", T}, {"rank", rank},
+                                {"targets", targets}, {"base_quant", base_quant},
+                                {"checkpointing", ckpt != 0}, {"device_plan_mib", mib(plan.device_total())},
+                                {"device_weights_mib", mib(plan.device_weights)},
+                                {"device_adapter_mib", mib(plan.device_adapter())},
+                                {"device_acts_mib", mib(plan.device_acts)}, {"device_kv_mib", mib(plan.kv)},
+                                {"device_workspace_mib", mib(plan.device_workspace)}}
+                     .dump()
+              << "\n";
+    return 0;
+  }
+
+  const backend::Device dev = backend::parse_device(device, "--device");
+  backend::Backend& be = backend::for_device(dev, backend::parse_precision(precision, dev, "--precision"));
+  model::LlamaModel m(std::move(checkpoint), quant, be);
   model::LoraWeights lora = model::init_lora(m.config(), lc, 42);
   m.set_lora(&lora);
 
@@ -93,6 +140,9 @@ int main(int argc, char** argv) {
         params.push_back({"B", ll.B.data(), ll.dB.data(), static_cast<int64_t>(ll.B.size())});
       }
   train::AdamW adamw(train::AdamWConfig{}, params);
+  // The base weights counted as uploaded.
+  const train::MemoryPlan plan = plan_for(m.config(), lora, be.resident_bytes(), m.weights().qk_rows_permuted);
+  if (plan.on_device) be.plan_memory(static_cast<int64_t>(plan.device_total()));
   train::TrainState state(be, lora, adamw);  // the adapter and AdamW's moments where the model computes
   state.to_device();
 
@@ -165,6 +215,7 @@ int main(int argc, char** argv) {
                       {"base_quant", base_quant},
                       {"device_peak_mib", static_cast<double>(be.peak_bytes()) / (1024.0 * 1024.0)},
                       {"device_peak_after_mib", static_cast<double>(peak_after_bytes) / (1024.0 * 1024.0)},
+                      {"device_plan_mib", plan.on_device ? mib(plan.device_total()) : 0.0},
                       {"peak_after_step", peak_after},
                       {"batch", B},
                       {"seq", T},
