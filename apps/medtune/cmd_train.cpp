@@ -329,14 +329,16 @@ void add_train_command(CLI::App& app) {
     const backend::Device device = backend::parse_device(cfg.device, "device");
     backend::Backend& be = backend::for_device(device, backend::parse_precision(cfg.precision, device, "precision"));
     train::refuse_if_too_large_on_device(cfg, memory, static_cast<double>(be.free_memory()));
-    // The device's buffer cache stays within the plan (backend.h: plan_memory).
-    if (memory.on_device) be.plan_memory(static_cast<int64_t>(memory.device_total()));
     if (args->check_tensors) model::check_weights_finite(ckpt);
     // QLoRA (adapter: qlora / load_in_4bit / base_quant: nf4): the block linears become NF4 here
     model::LlamaModel model(std::move(ckpt),
                             cfg.base_quant == train::BaseQuant::kNf4 ? model::WeightQuant::kNf4
                                                                      : model::WeightQuant::kNone,
                             be);
+    // The device's buffer cache stays within the plan (backend.h: plan_memory), its weights as
+    // uploaded (the file's bf16 norms are fp32 there: 16 KiB a 7B layer more than planned).
+    if (memory.on_device)
+      be.plan_memory(static_cast<int64_t>(memory.device_total() - memory.device_weights) + be.resident_bytes());
     if (!be.device().is_cpu() || be.precision() != backend::Precision::kFp32) note << "device: " << be.describe() << "\n";
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;

@@ -80,8 +80,17 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
     m.device_acts = m.acts - scratch.layer + std::max(scratch.layer, loss_chunk) + lse;
     const backend::Device device = backend::parse_device(cfg.device, "device");
     m.device_precision = backend::parse_precision(cfg.precision, device, "precision");
+    // With bf16 GEMMs the loss head's backward rounds its logits' gradient (256, V) to bf16 in
+    // the buffer that holds the layers' rounded inputs (the larger of the two stays).
+    const double C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
+    const double QD = static_cast<double>(c.num_attention_heads * c.head_dim);
+    const double loss_bf16 = 2.0 * static_cast<double>(std::min<int64_t>(256, tokens)) *
+                             static_cast<double>(c.vocab_size);
+    const double acts_bf16 = 2.0 * static_cast<double>(tokens) * std::max({F, C, QD});
+    const double loss_extra =
+        m.device_precision == backend::Precision::kBf16 ? std::max(0.0, loss_bf16 - acts_bf16) : 0.0;
     m.device_workspace =
-        model::device_workspace_bytes(c, cfg.micro_batch_size * cfg.sequence_len, m.device_precision) +
+        model::device_workspace_bytes(c, cfg.micro_batch_size * cfg.sequence_len, m.device_precision) + loss_extra +
         model::device_attention_workspace_bytes(c, cfg.micro_batch_size, cfg.sequence_len,
                                                 cfg.sequence_len, /*backward=*/true);
   }
