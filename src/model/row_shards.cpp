@@ -43,10 +43,11 @@ PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, 
   }
   // train_step.cpp: x and dx (C each), cos and sin (HD / 2 each), the key mask (1 byte).
   const double stream = n * (2 * C + HD) * f + n;
-  // layer.cpp's slots. Forward: k, v, the o_proj/down output. Backward: du (max r); dh, dgate,
-  // dup; dn, dnorm_in; datt, dq; dk, dv; dq, dk in a GGUF checkpoint's row order; with dropout
-  // the dropped input.
-  double slots = (2 * KVD + C) + rmax + 3 * F + 2 * C + 2 * QD + 2 * KVD;
+  // layer.cpp's slots, the forward's k, v and o_proj/down output sharing the backward's dv,
+  // dnorm_in and dn, the attention's datt, dq, dk the MLP's dh, dgate, dup: du (max r); dh/datt,
+  // dgate/dq, dup/dk; dv/k; dn/proj; dnorm_in/v; dq, dk in a GGUF checkpoint's row order; with
+  // dropout the dropped input.
+  double slots = rmax + 2 * std::max(F, QD) + std::max(F, KVD) + KVD + C + std::max(C, KVD);
   if (qk_rows_permuted) slots += QD + KVD;
   if (dropout) slots += std::max(C, F);
   return {stream + f * (n * group_r + 2 * stacked), f * n * slots};
