@@ -309,10 +309,12 @@ void add_train_command(CLI::App& app) {
     train::MemoryPlan memory;
     if (cfg.base_quant == train::BaseQuant::kNf4) {
       const auto wb = model::planned_weight_bytes(ckpt, model::WeightQuant::kNf4);
-      memory = train::plan_memory(cfg, ckpt.config, lora_plan, wb.mapped, wb.quantized, ckpt.qk_rows_permuted);
-    } else {
-      memory = train::plan_memory(cfg, ckpt.config, lora_plan, train::checkpoint_bytes(cfg.base_model), 0,
+      memory = train::plan_memory(cfg, ckpt.config, lora_plan, wb.mapped, wb.quantized,
                                   ckpt.qk_rows_permuted);
+    } else {
+      const int64_t file_bytes = train::checkpoint_bytes(cfg.base_model);
+      memory =
+          train::plan_memory(cfg, ckpt.config, lora_plan, file_bytes, 0, ckpt.qk_rows_permuted);
     }
     if (args->dry_run) {
       if (!lead) return;
@@ -338,7 +340,8 @@ void add_train_command(CLI::App& app) {
     // The device's buffer cache stays within the plan (backend.h: plan_memory), its weights as
     // uploaded (the file's bf16 norms are fp32 there: 16 KiB a 7B layer more than planned).
     if (memory.on_device)
-      be.plan_memory(static_cast<int64_t>(memory.device_total() - memory.device_weights) + be.resident_bytes());
+      be.plan_memory(static_cast<int64_t>(memory.device_total() - memory.device_weights) +
+                     be.resident_bytes());
     if (!be.device().is_cpu() || be.precision() != backend::Precision::kFp32) note << "device: " << be.describe() << "\n";
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;

@@ -510,12 +510,13 @@ class GpuBackend final : public Backend {
     char line[160];
     std::snprintf(line, sizeof line,
                   "gpu:%d peak %.2f MiB: resident %.2f, buffers %.2f (cached %.2f)\n", index_,
-                  mib(static_cast<double>(held_ + resident_bytes_)), mib(static_cast<double>(resident_bytes_)),
-                  mib(static_cast<double>(held_)), mib(static_cast<double>(cached_bytes())));
+                  mib(static_cast<double>(held_ + resident_bytes_)),
+                  mib(static_cast<double>(resident_bytes_)), mib(static_cast<double>(held_)),
+                  mib(static_cast<double>(cached_bytes())));
     peak_text_ = line;
     for (const auto& [bytes, n] : by_size) {
-      std::snprintf(line, sizeof line, "  %12.3f MiB x %d live, %d cached\n", mib(static_cast<double>(bytes)),
-                    n.first, n.second);
+      std::snprintf(line, sizeof line, "  %12.3f MiB x %d live, %d cached\n",
+                    mib(static_cast<double>(bytes)), n.first, n.second);
       peak_text_ += line;
     }
   }

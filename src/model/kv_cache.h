@@ -49,7 +49,8 @@ struct KvCache {
   // training with checkpointing, a forward without backward).
   KvCache(const ModelConfig& c, int64_t batch, int64_t max_len, backend::Backend& be = backend::cpu(),
           DType elem = DType::F32, int64_t layers = 0)
-      : L(layers > 0 ? layers : c.num_hidden_layers), B(batch), Smax(max_len), NKV(c.num_key_value_heads), HD(c.head_dim),
+      : L(layers > 0 ? layers : c.num_hidden_layers), B(batch), Smax(max_len),
+        NKV(c.num_key_value_heads), HD(c.head_dim),
         type(elem), valid(static_cast<size_t>(B * Smax), 0), lengths(static_cast<size_t>(B), 0) {
     if (type != DType::F32 && type != DType::F16)
       throw Internal("KvCache: keys and values are F32 or F16, not " + std::string(dtype_name(type)));

@@ -23,8 +23,8 @@ double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, i
   return gradient_checkpointing ? L * n * f * C + layer : L * layer;
 }
 
-PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, int64_t N, bool dropout,
-                                 bool qk_rows_permuted) {
+PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, int64_t N,
+                                 bool dropout, bool qk_rows_permuted) {
   const double f = 4.0, n = static_cast<double>(N);  // fp32
   const auto C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
   const auto HD = static_cast<double>(c.head_dim);
@@ -36,8 +36,8 @@ PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, 
   for (const auto& layer : lora.layers) {
     const auto r = [&](Proj p) { return static_cast<double>(layer[static_cast<size_t>(p)].r); };
     const double qkv = r(Proj::q) + r(Proj::k) + r(Proj::v), gu = r(Proj::gate) + r(Proj::up);
-    rmax = std::max({rmax, r(Proj::q), r(Proj::k), r(Proj::v), r(Proj::o), r(Proj::gate), r(Proj::up),
-                     r(Proj::down)});
+    rmax = std::max({rmax, r(Proj::q), r(Proj::k), r(Proj::v), r(Proj::o), r(Proj::gate),
+                     r(Proj::up), r(Proj::down)});
     group_r = std::max({group_r, qkv, r(Proj::o), gu, r(Proj::down)});
     stacked = std::max({stacked, qkv * C, r(Proj::o) * QD, gu * C, r(Proj::down) * F});
   }

@@ -31,8 +31,8 @@ double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, i
 struct PassScratch {
   double held = 0, layer = 0;
 };
-PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, int64_t N, bool dropout,
-                                 bool qk_rows_permuted);
+PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, int64_t N,
+                                 bool dropout, bool qk_rows_permuted);
 
 // Bytes of one shard's adapter copy (parameters and gradients).
 double shard_copy_bytes(const LoraWeights& lora);

@@ -174,7 +174,8 @@ StepArena& step_arena() {
 
 // The arena's cache for this batch, of `layers` layers: reused when the shape matches. The
 // training forward overwrites positions [0, T) of every row of a layer before anything reads them.
-KvCache& training_cache(const ModelConfig& c, int64_t B, int64_t T, int64_t layers, backend::Backend& be) {
+KvCache& training_cache(const ModelConfig& c, int64_t B, int64_t T, int64_t layers,
+                        backend::Backend& be) {
   KvCache& cache = step_arena().cache;
   if (cache.L != layers || cache.B != B || cache.Smax != T || cache.NKV != c.num_key_value_heads ||
       cache.HD != c.head_dim || cache.k.backend() != &be) {

@@ -52,9 +52,11 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
   m.kv = kv_layers * N * f * 2 * kvdim;
   const int64_t tokens = cfg.micro_batch_size * cfg.sequence_len;
   // The activations kept, and the pass's temporaries beside them (model/row_shards.h).
-  const model::PassScratch scratch = model::planned_pass_scratch(c, lora, tokens, cfg.lora_dropout > 0, qk_rows_permuted);
-  m.acts_full = model::planned_activation_bytes(c, lora, tokens, false) + scratch.held + scratch.layer;
-  m.acts_ckpt = model::planned_activation_bytes(c, lora, tokens, true) + scratch.held + scratch.layer;
+  const model::PassScratch scratch =
+      model::planned_pass_scratch(c, lora, tokens, cfg.lora_dropout > 0, qk_rows_permuted);
+  const double temporaries = scratch.held + scratch.layer;
+  m.acts_full = model::planned_activation_bytes(c, lora, tokens, false) + temporaries;
+  m.acts_ckpt = model::planned_activation_bytes(c, lora, tokens, true) + temporaries;
   m.params = static_cast<double>(lora.num_parameters()) * f;
   m.acts = cfg.gradient_checkpointing ? m.acts_ckpt : m.acts_full;
   // Row shards (model/row_shards.h): each shard past the first holds an adapter copy.
@@ -75,22 +77,22 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
                        (cfg.gradient_checkpointing ? 1.0 : static_cast<double>(c.num_hidden_layers));
     // A layer's temporaries are freed before the loss head, whose chunk (train_step.cpp: logits
     // (256, V), its rows' x, h, dh, dx (256, C)) takes their place: the larger of the two.
-    const double loss_chunk = f * static_cast<double>(std::min<int64_t>(256, tokens)) *
-                              (static_cast<double>(c.vocab_size) + 4.0 * static_cast<double>(c.hidden_size) + 1);
+    const double C = static_cast<double>(c.hidden_size), V = static_cast<double>(c.vocab_size);
+    const double F = static_cast<double>(c.intermediate_size);
+    const double QD = static_cast<double>(c.num_attention_heads * c.head_dim);
+    const double loss_rows = static_cast<double>(std::min<int64_t>(256, tokens));
+    const double loss_chunk = f * loss_rows * (V + 4 * C + 1);
     m.device_acts = m.acts - scratch.layer + std::max(scratch.layer, loss_chunk) + lse;
     const backend::Device device = backend::parse_device(cfg.device, "device");
     m.device_precision = backend::parse_precision(cfg.precision, device, "precision");
     // With bf16 GEMMs the loss head's backward rounds its logits' gradient (256, V) to bf16 in
     // the buffer that holds the layers' rounded inputs (the larger of the two stays).
-    const double C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
-    const double QD = static_cast<double>(c.num_attention_heads * c.head_dim);
-    const double loss_bf16 = 2.0 * static_cast<double>(std::min<int64_t>(256, tokens)) *
-                             static_cast<double>(c.vocab_size);
-    const double acts_bf16 = 2.0 * static_cast<double>(tokens) * std::max({F, C, QD});
-    const double loss_extra =
-        m.device_precision == backend::Precision::kBf16 ? std::max(0.0, loss_bf16 - acts_bf16) : 0.0;
+    const bool bf16 = m.device_precision == backend::Precision::kBf16;
+    const double loss_bf16 = 2 * loss_rows * V;
+    const double acts_bf16 = 2 * static_cast<double>(tokens) * std::max({F, C, QD});
+    const double loss_extra = bf16 ? std::max(0.0, loss_bf16 - acts_bf16) : 0.0;
     m.device_workspace =
-        model::device_workspace_bytes(c, cfg.micro_batch_size * cfg.sequence_len, m.device_precision) + loss_extra +
+        model::device_workspace_bytes(c, tokens, m.device_precision) + loss_extra +
         model::device_attention_workspace_bytes(c, cfg.micro_batch_size, cfg.sequence_len,
                                                 cfg.sequence_len, /*backward=*/true);
   }

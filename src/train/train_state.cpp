@@ -74,7 +74,8 @@ void TrainState::load_gradients() {
   if (!flat.empty()) be_.to_device(g_.data(), flat.data(), flat.size() * sizeof(float));
 }
 
-const std::vector<std::array<model::LoraGrad, model::kNumProj>>* TrainState::begin_pass(bool first) {
+const std::vector<std::array<model::LoraGrad, model::kNumProj>>* TrainState::begin_pass(
+    bool first) {
   if (!on_device()) throw Internal("TrainState::begin_pass on the CPU");
   if (first) {
     if (step_table_.empty()) step_table_ = layout_.grad_table(lora_, g_.data());
@@ -92,7 +93,8 @@ const std::vector<std::array<model::LoraGrad, model::kNumProj>>* TrainState::beg
 void TrainState::end_pass(bool first) {
   if (!on_device()) throw Internal("TrainState::end_pass on the CPU");
   if (first || g_.empty()) return;  // the first pass wrote the step's gradients themselves
-  if (pass_table_.empty()) throw Internal("TrainState::end_pass of a later micro-batch before its begin_pass");
+  if (pass_table_.empty())
+    throw Internal("TrainState::end_pass of a later micro-batch before its begin_pass");
   be_.add_inplace(g_.data(), pass_.data(), static_cast<int64_t>(pass_.size()));
 }
 

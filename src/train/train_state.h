@@ -11,9 +11,9 @@
 // the parameters, so the forward, backward and update of a step never copy the adapter; the
 // step's summed gradients arrive with one upload (load_gradients), and the host copies of A, B,
 // m and v lag behind until to_host() (checkpoints, the end of the run). With one rank, the sum
-// over micro-batches stays on the device too (begin_pass, end_pass), and so it does with several ranks
-// exchanging it in one all-reduce (allreduce_gradients); the ordered exchange, which keeps each
-// micro-batch's gradients apart, forms it on the host (dist/gradient_sum.h).
+// over micro-batches stays on the device too (begin_pass, end_pass), and so it does with several
+// ranks exchanging it in one all-reduce (allreduce_gradients); the ordered exchange, which keeps
+// each micro-batch's gradients apart, forms it on the host (dist/gradient_sum.h).
 #pragma once
 
 #include <array>

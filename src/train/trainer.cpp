@@ -643,9 +643,9 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     }
     opt.dropout_seed = cfg.lora_dropout > 0 ? mix_seed(static_cast<uint64_t>(cfg.seed), static_cast<uint64_t>(step + 1)) : 0;
     // Each micro-batch from zeroed gradients, summed in order: on a device, there (TrainState's
-    // begin_pass/end_pass, then its all-reduce with several ranks); otherwise on the host, where the
-    // ranks exchange the sum (dist/gradient_sum.h). Both add the same fp32 values in the same
-    // order.
+    // begin_pass/end_pass, then its all-reduce with several ranks); otherwise on the host, where
+    // the ranks exchange the sum (dist/gradient_sum.h). Both add the same fp32 values in the
+    // same order.
     double loss_sum = 0.0;
     if (sum_on_device) {
       for (size_t k = 0; k < micro.size(); ++k) {

@@ -202,8 +202,9 @@ TEST(ScorerSlow, OnADeviceTheLargestPassIsPlannedAndRefusedBeforeItRuns) {
   // last layer's row gather (24 rows of max(C, NH HD) floats), the GEMM attention's scores.
   const auto workspace = [](const model::LlamaModel& m) {
     const auto& c = m.config();
-    return model::device_workspace_bytes(c, 4 * 76, backend::Precision::kFp32) +
-           4.0 * 24 * static_cast<double>(std::max(c.hidden_size, c.num_attention_heads * c.head_dim)) +
+    const auto widest =
+        static_cast<double>(std::max(c.hidden_size, c.num_attention_heads * c.head_dim));
+    return model::device_workspace_bytes(c, 4 * 76, backend::Precision::kFp32) + 4.0 * 24 * widest +
            model::device_attention_workspace_bytes(c, 4, 76, 76, /*backward=*/false);
   };
   int64_t peak = 0;
