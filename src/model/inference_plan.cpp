@@ -51,8 +51,8 @@ InferencePlan plan_inference(const ModelConfig& c, double weight_bytes, const Lo
   p.adapter = lora != nullptr ? kF * static_cast<double>(lora->num_parameters()) : 0.0;
   p.kv = static_cast<double>(c.num_hidden_layers) * positions * 2 * KVD * kF;
   // Residual stream, RoPE tables; one layer's activations (LayerActs: x_in, n1, x_mid, n2; q,
-  // att; gate, up, h; two rstd; the attention's logsumexp) and scratch (k, v, the o_proj/down
-  // output); the final norm's input and output rows.
+  // att; gate, up; two rstd; the attention's logsumexp) and scratch (k, v, the o_proj/down
+  // output, silu(gate) * up); the final norm's input and output rows.
   const double layer = 5 * C + 2 * QD + 2 * KVD + 3 * F + 2 + NH;
   p.acts = kF * (N * C + N * HD + N * layer + 2 * R * C) + positions /* key mask, bytes */;
   if (lora != nullptr) p.acts += kF * lora_floats(*lora, c, N);

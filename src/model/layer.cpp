@@ -20,8 +20,8 @@ const float* bias_or_null(const std::vector<float>& b) { return b.empty() ? null
 // call to the next so that they are not zero-filled and page-faulted in again 30 times a step:
 // glibc hands buffers this large back to the kernel when freed. One set per calling thread, on
 // the backend of the last call; each slot holds one temporary, grown as needed, garbage on entry
-// (every user writes it before reading it). layer_forward uses kXd, kK, kV, kProj; layer_backward
-// the others and kXd. release_backward_scratch() frees them, so that they do not add to the loss
+// (every user writes it before reading it). layer_forward uses kXd, kK, kV, kProj, kH;
+// layer_backward the others, kXd and kH. release_backward_scratch() frees them, so that they do not add to the loss
 // head's peak.
 //
 // Temporaries that are never live at once share a slot (planned in model/row_shards.cpp): the
@@ -31,7 +31,8 @@ const float* bias_or_null(const std::vector<float>& b) { return b.empty() ? null
 // MiB less.
 enum Slot : size_t {
   kDu, kXd, kDxRows, kDh, kDgate, kDup, kDn, kDnormIn, kDattRows, kDv, kDqBase, kDkBase, kNumSlots,
-  kK = kDv, kV = kDnormIn, kProj = kDn,      // forward: k, v, the o_proj/down_proj output
+  kK = kDv, kV = kDnormIn, kProj = kDn,      // forward: k, v, the o_proj/down_proj output,
+  kH = kDgate,                                // silu(gate) * up (also made again in backward)
   kDatt = kDh, kDq = kDgate, kDk = kDup,      // attention backward, after the MLP backward
 };
 std::array<backend::Array<float>, kNumSlots>& backward_scratch() {
@@ -63,7 +64,6 @@ void LayerActs::resize(backend::Backend& be, const ModelConfig& c, int64_t N, co
   fit(rstd2, n(1));
   fit(gate, n(F));
   fit(up, n(F));
-  fit(h, n(F));
   for (int p = 0; p < kNumProj; ++p) {
     const int64_t r = lora != nullptr ? lora->at(layer, static_cast<Proj>(p)).r : 0;
     fit(lora_u[static_cast<size_t>(p)], n(r));
@@ -74,7 +74,7 @@ void LayerActs::resize(backend::Backend& be, const ModelConfig& c, int64_t N, co
 
 int64_t LayerActs::bytes() const {
   int64_t n = 0;
-  for (const Buf* b : {&x_in, &n1, &rstd1, &q, &att, &x_mid, &n2, &rstd2, &gate, &up, &h, &lse})
+  for (const Buf* b : {&x_in, &n1, &rstd1, &q, &att, &x_mid, &n2, &rstd2, &gate, &up, &lse})
     n += static_cast<int64_t>(b->bytes());
   for (const Buf& u : lora_u) n += static_cast<int64_t>(u.bytes());
   return n;
@@ -199,8 +199,9 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   const std::array<ops::LinearOut, 2> gate_up{{{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
   be.linear_forward_group(gate_up.data(), 2, a.n2.data(), M);
   lora_add(a.n2.data(), M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
-  be.swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), M * F);
-  project_forward(be, proj, a.h.data(), w.down, nullptr, call.lora_at(Proj::down), sc,
+  float* h = scratch(be, kH, M * F);  // (M, F)
+  be.swiglu_forward(h, a.gate.data(), a.up.data(), M * F);
+  project_forward(be, proj, h, w.down, nullptr, call.lora_at(Proj::down), sc,
                   call.dropout(Proj::down), u(Proj::down), xd, M);
   // x_out = x_mid + down_proj(...), at the M rows (fp32 addition commutes: proj + x_mid is x_mid + proj).
   if (x_is_mid) {
@@ -262,10 +263,18 @@ void layer_backward(const LayerCall& call, float* dx, const LayerActs& a) {
     dxm = scratch(be, kDxRows, M * C);
     be.gather_rows(dxm, dx, rows, M, C);
   }
-  float* dh = scratch(be, kDh, M * F);        // (M, F)
+  float* dh = scratch(be, kDh, M * F);  // (M, F)
+  // down_proj's input made again where its adapter's gradient reads it (the base's input
+  // gradient does not), in the slot dgate takes next.
+  const LoraLinear* down = call.lora_at(Proj::down);
+  float* h = nullptr;
+  if (down != nullptr && down->enabled()) {
+    h = scratch(be, kH, M * F);
+    be.swiglu_forward(h, a.gate.data(), a.up.data(), M * F);
+  }
+  back(dh, dxm, h, w.down, Proj::down, M);
   float* dgate = scratch(be, kDgate, M * F);  // (M, F)
   float* dup = scratch(be, kDup, M * F);      // (M, F)
-  back(dh, dxm, a.h.data(), w.down, Proj::down, M);
   be.swiglu_backward(dgate, dup, dh, a.gate.data(), a.up.data(), M * F);
   float* dn = scratch(be, kDn, N * C);  // (N, C) gradient of a norm's output (first M rows here)
   be.linear_backward_input(dn, dgate, w.gate, M, false);

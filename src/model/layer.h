@@ -34,7 +34,8 @@ struct LayerActs {
   Buf rstd2;   // (N)
   Buf gate;    // (N, F)   gate_proj(n2), before silu
   Buf up;      // (N, F)
-  Buf h;       // (N, F)   silu(gate) * up (down_proj input)
+  // silu(gate) * up, down_proj's input, is not kept (N x F floats a layer): layer_forward makes
+  // it in a temporary, layer_backward again where down_proj's adapter reads it (the same bits).
   std::array<Buf, kNumProj> lora_u;  // (N, r) each: A d(x), for LoRA grads
   Buf lse;     // (N, NH) attention logsumexp (device backends' backward; empty on the CPU)
 

@@ -18,8 +18,8 @@ double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, i
   if (!lora.layers.empty())
     for (const auto& ll : lora.layers.front()) lora_r_total += static_cast<double>(ll.r);
   // layer.h LayerActs: x_in, n1, x_mid, n2 (C each), rstd1, rstd2 (1 each), q, att (NH*HD each),
-  // gate, up, h (F each), lora_u (r per adapted projection).
-  const double layer = n * f * (4 * C + 2 + 2 * qdim + 3 * F + lora_r_total);
+  // gate, up (F each), lora_u (r per adapted projection).
+  const double layer = n * f * (4 * C + 2 + 2 * qdim + 2 * F + lora_r_total);
   return gradient_checkpointing ? L * n * f * C + layer : L * layer;
 }
 
@@ -43,10 +43,10 @@ PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, 
   }
   // train_step.cpp: x and dx (C each), cos and sin (HD / 2 each), the key mask (1 byte).
   const double stream = n * (2 * C + HD) * f + n;
-  // layer.cpp's slots, the forward's k, v and o_proj/down output sharing the backward's dv,
-  // dnorm_in and dn, the attention's datt, dq, dk the MLP's dh, dgate, dup: du (max r); dh/datt,
-  // dgate/dq, dup/dk; dv/k; dn/proj; dnorm_in/v; dq, dk in a GGUF checkpoint's row order; with
-  // dropout the dropped input.
+  // layer.cpp's slots, the forward's k, v, o_proj/down output and down_proj input sharing the
+  // backward's dv, dnorm_in, dn and dgate, the attention's datt, dq, dk the MLP's dh, dgate, dup:
+  // du (max r); dh/datt, dgate/dq/h, dup/dk; dv/k; dn/proj; dnorm_in/v; dq, dk in a GGUF
+  // checkpoint's row order; with dropout the dropped input.
   double slots = rmax + 2 * std::max(F, QD) + std::max(F, KVD) + KVD + C + std::max(C, KVD);
   if (qk_rows_permuted) slots += QD + KVD;
   if (dropout) slots += std::max(C, F);
