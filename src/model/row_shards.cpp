@@ -46,11 +46,14 @@ PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, 
   // layer.cpp's slots, the forward's k, v, o_proj/down output and down_proj input sharing the
   // backward's dv, dnorm_in, dn and dgate, the attention's datt, dq, dk the MLP's dh, dgate, dup:
   // du (max r); dh/datt, dgate/dq/h, dup/dk; dv/k; dn/proj; dnorm_in/v; dq, dk in a GGUF
-  // checkpoint's row order; with dropout the dropped input.
+  // checkpoint's row order; with dropout the dropped input and lora_backward's input gradient
+  // through the mask (lora_linear.cpp, N x the projection's input).
   double slots = rmax + 2 * std::max(F, QD) + std::max(F, KVD) + KVD + C + std::max(C, KVD);
   if (qk_rows_permuted) slots += QD + KVD;
-  if (dropout) slots += std::max(C, F);
-  return {stream + f * (n * group_r + 2 * stacked), f * n * slots};
+  if (dropout) slots += std::max(C, F) + std::max({C, F, QD});
+  // With dropout every adapted projection goes alone (each its own mask): no group scratch.
+  const double groups = dropout ? 0.0 : n * group_r + 2 * stacked;
+  return {stream + f * groups, f * n * slots};
 }
 
 double shard_copy_bytes(const LoraWeights& lora) {

@@ -25,7 +25,7 @@ double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, i
 // What a training pass of N tokens holds besides those activations and the keys and values
 // (model/train_step.cpp, layer.cpp, lora_linear.cpp), in bytes: `held` through the whole pass
 // (the residual stream and its gradient, the RoPE tables and key mask, the LoRA groups'
-// scratch), and one layer's forward and backward temporaries (`layer`, with `dropout` the
+// scratch, which dropout does without), and one layer's forward and backward temporaries (`layer`, with `dropout` the
 // dropped input, with `qk_rows_permuted` (a GGUF checkpoint) the q and k gradients in its row
 // order), kept from one layer to the next and freed before the loss head.
 struct PassScratch {

@@ -62,7 +62,7 @@ TEST(MemoryPlan, TooLargeIsRefusedWithItsNumbers) {
 }
 
 // On a device: what a training pass holds (the simulated device counts its blocks exactly, it
-// has no cache) is within the plan's activations and keys/values, and at least 90% of them,
+// has no cache) is within the plan's activations and keys/values, and at least 97% of them,
 // with and without checkpointing and dropout; a plan beyond the device's free memory is refused
 // naming it.
 TEST(MemoryPlan, DevicePlanBoundsWhatAPassOnADeviceHolds) {
@@ -89,7 +89,7 @@ TEST(MemoryPlan, DevicePlanBoundsWhatAPassOnADeviceHolds) {
     b.T = 8;
     for (int i = 0; i < 16; ++i) {
       b.ids.push_back(i + 1);
-      b.targets.push_back(i % 3 == 0 ? -100 : i + 2);
+      b.targets.push_back(i + 2);  // every row a target: the loss head's chunk as planned
     }
     model::TrainOptions opt;
     opt.gradient_checkpointing = ckpt;
@@ -100,11 +100,10 @@ TEST(MemoryPlan, DevicePlanBoundsWhatAPassOnADeviceHolds) {
     const double adapter = 4.0 * static_cast<double>(lora.num_parameters()) +
                            4.0 * static_cast<double>(model::LoraFlatLayout(lora).total());
     const double held = static_cast<double>(device.peak_bytes() - weights) - adapter;
-    // An upper bound, and a close one: its over-counts here are the loss head's rows without a
-    // target and the dropout input (freed before the loss head, this fixture's peak).
+    // An upper bound, and a close one (here within 800 bytes of 50-67 KB).
     const double planned = plan.device_acts + plan.kv;
     EXPECT_LE(held, planned) << "variant " << variant;
-    EXPECT_GE(held, 0.9 * planned) << "variant " << variant << ": " << held << " of " << planned;
+    EXPECT_GE(held, 0.97 * planned) << "variant " << variant << ": " << held << " of " << planned;
 
     const std::string text = format_memory_plan(cfg, plan);
     EXPECT_NE(text.find("device gpu memory plan"), std::string::npos) << text;
