@@ -24,17 +24,8 @@ std::string mib(double bytes) {
 // thread's group scratch (model/lora_linear.cpp): the stacked A of the largest group (q, k, v |
 // o | gate, up | down) and its (N, sum r) product. The largest layer's.
 double lora_floats(const LoraWeights& lora, const ModelConfig& c, double N) {
-  const auto C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
-  const auto QD = static_cast<double>(c.num_attention_heads * c.head_dim);
-  double most = 0, stacked = 0, group_u = 0;
-  for (const auto& layer : lora.layers) {
-    const auto r = [&](Proj p) { return static_cast<double>(layer[static_cast<size_t>(p)].r); };
-    const double qkv = r(Proj::q) + r(Proj::k) + r(Proj::v), gu = r(Proj::gate) + r(Proj::up);
-    most = std::max(most, qkv + r(Proj::o) + gu + r(Proj::down));
-    stacked = std::max({stacked, qkv * C, r(Proj::o) * QD, gu * C, r(Proj::down) * F});
-    group_u = std::max({group_u, qkv, r(Proj::o), gu, r(Proj::down)});
-  }
-  return N * most + stacked + N * group_u;
+  const LoraScratchShape s = lora_scratch_shape(c, lora);
+  return N * s.layer_r + s.group_a + N * s.group_r;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "model/lora.h"
 
+#include <algorithm>
+
 #include <cmath>
 
 #include "core/error.h"
@@ -59,6 +61,22 @@ void LoraWeights::zero_grad() {
       std::fill(l.dA.begin(), l.dA.end(), 0.0f);
       std::fill(l.dB.begin(), l.dB.end(), 0.0f);
     }
+}
+
+LoraScratchShape lora_scratch_shape(const ModelConfig& c, const LoraWeights& lora) {
+  const auto C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
+  const auto QD = static_cast<double>(c.num_attention_heads * c.head_dim);
+  LoraScratchShape s;
+  for (const auto& layer : lora.layers) {
+    const auto r = [&](Proj p) { return static_cast<double>(layer[static_cast<size_t>(p)].r); };
+    const double qkv = r(Proj::q) + r(Proj::k) + r(Proj::v), gu = r(Proj::gate) + r(Proj::up);
+    s.max_r = std::max({s.max_r, r(Proj::q), r(Proj::k), r(Proj::v), r(Proj::o), r(Proj::gate),
+                        r(Proj::up), r(Proj::down)});
+    s.layer_r = std::max(s.layer_r, qkv + r(Proj::o) + gu + r(Proj::down));
+    s.group_r = std::max({s.group_r, qkv, r(Proj::o), gu, r(Proj::down)});
+    s.group_a = std::max({s.group_a, qkv * C, r(Proj::o) * QD, gu * C, r(Proj::down) * F});
+  }
+  return s;
 }
 
 LoraWeights lora_shapes(const ModelConfig& c, const LoraConfig& lc) {

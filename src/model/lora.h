@@ -65,6 +65,15 @@ struct LoraWeights {
 // planning needs, before anything of that size is allocated.
 LoraWeights lora_shapes(const ModelConfig& c, const LoraConfig& lc);
 
+// What the LoRA path's scratch is sized by (model/lora_linear.cpp), over every layer: the
+// largest rank (max_r), the most summed ranks of a layer (layer_r), and of a group of projections
+// that read one input (q, k, v | o | gate, up | down) the largest summed rank (group_r) and
+// stacked A (group_a, sum r x in floats). The memory plans' one reading of it.
+struct LoraScratchShape {
+  double max_r = 0, layer_r = 0, group_r = 0, group_a = 0;
+};
+LoraScratchShape lora_scratch_shape(const ModelConfig& c, const LoraWeights& lora);
+
 // PEFT's default initialization: A ~ kaiming_uniform(a = sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)),
 // B = 0, so the adapted model starts exactly at the base model. Deterministic in `seed`.
 LoraWeights init_lora(const ModelConfig& c, const LoraConfig& lc, uint64_t seed);

@@ -30,17 +30,10 @@ PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, 
   const auto HD = static_cast<double>(c.head_dim);
   const auto QD = static_cast<double>(c.num_attention_heads) * HD;
   const auto KVD = static_cast<double>(c.num_key_value_heads) * HD;
-  // The largest rank, the largest group's summed rank (q, k, v | o | gate, up | down) and its
-  // stacked A (sum r, in), which lora_linear.cpp's group scratch holds with its dA.
-  double rmax = 1, group_r = 0, stacked = 0;
-  for (const auto& layer : lora.layers) {
-    const auto r = [&](Proj p) { return static_cast<double>(layer[static_cast<size_t>(p)].r); };
-    const double qkv = r(Proj::q) + r(Proj::k) + r(Proj::v), gu = r(Proj::gate) + r(Proj::up);
-    rmax = std::max({rmax, r(Proj::q), r(Proj::k), r(Proj::v), r(Proj::o), r(Proj::gate),
-                     r(Proj::up), r(Proj::down)});
-    group_r = std::max({group_r, qkv, r(Proj::o), gu, r(Proj::down)});
-    stacked = std::max({stacked, qkv * C, r(Proj::o) * QD, gu * C, r(Proj::down) * F});
-  }
+  // The LoRA path's du (the largest rank) and group scratch: its (N, sum r) product and its
+  // stacked A with the same size of dA (lora_linear.cpp).
+  const LoraScratchShape ls = lora_scratch_shape(c, lora);
+  const double rmax = std::max(1.0, ls.max_r);
   // train_step.cpp: x and dx (C each), cos and sin (HD / 2 each), the key mask (1 byte).
   const double stream = n * (2 * C + HD) * f + n;
   // layer.cpp's slots, the forward's k, v, o_proj/down output and down_proj input sharing the
@@ -52,7 +45,7 @@ PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, 
   if (qk_rows_permuted) slots += QD + KVD;
   if (dropout) slots += std::max(C, F) + std::max({C, F, QD});
   // With dropout every adapted projection goes alone (each its own mask): no group scratch.
-  const double groups = dropout ? 0.0 : n * group_r + 2 * stacked;
+  const double groups = dropout ? 0.0 : n * ls.group_r + 2 * ls.group_a;
   return {stream + f * groups, f * n * slots};
 }
 
