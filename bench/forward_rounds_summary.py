@@ -16,6 +16,9 @@ def main() -> int:
         if m:
             rows.setdefault((m[2], m[3]), []).append((int(m[1]), float(m[4]), float(m[5])))
     for model in sorted({k[0] for k in rows}):
+        if (model, "llama.cpp") not in rows:
+            print(model, "llama.cpp: no successful run (see its FAILED lines); no ratios")
+            continue
         ref = {r: (p, d) for r, p, d in rows[(model, "llama.cpp")]}
         print(model, "llama.cpp prompt", st.median(v[0] for v in ref.values()),
               "decode", st.median(v[1] for v in ref.values()))
@@ -23,6 +26,7 @@ def main() -> int:
             v = rows.get((model, engine), [])
             if not v:
                 continue
+            v = [x for x in v if x[0] in ref]  # rounds where the peer ran
             pr = [p / ref[r][0] for r, p, _ in v]
             dr = [d / ref[r][1] for r, _, d in v]
             print(f"  {engine}: prompt {st.median(p for _, p, _ in v):.0f} ({st.median(pr):.2f}x; rounds "
