@@ -10,6 +10,9 @@
 //                    [--checkpointing 0|1] [--answer-tokens K] [--row-shards S]
 //                    [--device cpu|gpu|gpu:N] [--targets all|qkvo] [--base-quant none|nf4]
 //                    [--peak-after K] [--precision fp32|bf16|auto]
+//                    [--bf16-weight-copy auto|true|false]
+// --bf16-weight-copy: the trainer's key bf16_weight_copy (train/train_config.h); at bf16 on the
+// CPU the base linears' bf16 copy is kept as medtune train keeps it (bf16_weight_copy_mib).
 // On a device: the gradients and the AdamW step stay there (train/train_state.h, as the trainer
 // runs a step on one rank), and device_peak_mib is the backend's peak_bytes() at the
 // end; with --peak-after K also device_peak_after_mib, its value after step K (flat memory: equal).
@@ -55,7 +58,8 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: bench_train_step MODEL [--batch B] [--seq T] [--rank R] [--steps N] [--threads N] "
                  "[--checkpointing 0|1] [--answer-tokens K] [--row-shards S] [--device D] [--targets all|qkvo] "
-                 "[--base-quant none|nf4] [--peak-after K] [--precision P] [--plan-only 0|1]\n";
+                 "[--base-quant none|nf4] [--peak-after K] [--precision P] [--plan-only 0|1] "
+                 "[--bf16-weight-copy auto|true|false]\n";
     return 2;
   }
   const std::string path = argv[1];
@@ -63,9 +67,11 @@ int main(int argc, char** argv) {
           plan_only = 0;
   int threads = 0;
   std::string device = "cpu", targets = "all", base_quant = "none", precision = "auto";
+  std::string bf16_copy = "auto";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--device") { device = argv[i + 1]; continue; }
+    if (k == "--bf16-weight-copy") { bf16_copy = argv[i + 1]; continue; }
     if (k == "--precision") { precision = argv[i + 1]; continue; }
     if (k == "--targets") { targets = argv[i + 1]; continue; }
     if (k == "--base-quant") { base_quant = argv[i + 1]; continue; }
@@ -95,6 +101,7 @@ int main(int argc, char** argv) {
   plan_cfg.device = device;
   plan_cfg.precision = precision;
   plan_cfg.num_threads = threads;
+  plan_cfg.bf16_weight_copy = bf16_copy;
   const auto plan_for = [&](const ModelConfig& c, const model::LoraWeights& lora, int64_t weights,
                             bool qk_rows_permuted) {
     const train::MemoryPlan plan = train::plan_memory(plan_cfg, c, lora, weights, 0, qk_rows_permuted);
@@ -141,8 +148,11 @@ int main(int argc, char** argv) {
       }
   train::AdamW adamw(train::AdamWConfig{}, params);
   // The base weights counted as uploaded.
-  const train::MemoryPlan plan = plan_for(m.config(), lora, be.resident_bytes(), m.weights().qk_rows_permuted);
+  train::MemoryPlan plan = plan_for(m.config(), lora, be.resident_bytes(), m.weights().qk_rows_permuted);
   if (plan.on_device) be.plan_memory(static_cast<int64_t>(plan.device_total()));
+  // As medtune train keeps them (bf16 copies of the base linears at bf16 on the CPU).
+  train::settle_bf16_copy(plan_cfg, plan, train::available_memory_bytes());
+  const int64_t bf16_copy_bytes = plan.bf16_copy > 0 ? m.keep_bf16_weight_copies() : 0;
   train::TrainState state(be, lora, adamw);  // the adapter and AdamW's moments where the model computes
   state.to_device();
 
@@ -235,7 +245,8 @@ int main(int argc, char** argv) {
                                               {"optimizer", median(c_opt)}}},
                       {"tokens_per_s", static_cast<double>(B * T) / med},
                       {"last_loss", loss},
-                      {"peak_rss_mib", peak_rss_kib / 1024.0}};
+                      {"peak_rss_mib", peak_rss_kib / 1024.0},
+                      {"bf16_weight_copy_mib", mib(static_cast<double>(bf16_copy_bytes))}};
   std::cout << j.dump() << "\n";
   return 0;
 }

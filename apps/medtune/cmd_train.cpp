@@ -316,6 +316,7 @@ void add_train_command(CLI::App& app) {
       memory =
           train::plan_memory(cfg, ckpt.config, lora_plan, file_bytes, 0, ckpt.qk_rows_permuted);
     }
+    train::settle_bf16_copy(cfg, memory, train::available_memory_bytes());
     if (args->dry_run) {
       if (!lead) return;
       std::cout << train::to_yaml(cfg) << "\n"
@@ -343,6 +344,10 @@ void add_train_command(CLI::App& app) {
       be.plan_memory(static_cast<int64_t>(memory.device_total() - memory.device_weights) +
                      be.resident_bytes());
     if (!be.device().is_cpu() || be.precision() != backend::Precision::kFp32) note << "device: " << be.describe() << "\n";
+    if (memory.bf16_copy > 0)
+      note << "bf16 copy of the base linears: "
+           << (model.keep_bf16_weight_copies() + (1 << 19)) / (1 << 20)
+           << " MiB (bf16_weight_copy: " << cfg.bf16_weight_copy << ")\n";
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;
     hooks.overwrite_output_dir = args->overwrite_output_dir;

@@ -41,6 +41,11 @@ LlamaModel::LlamaModel(io::Checkpoint ckpt, WeightQuant quant, backend::Backend&
   }
 }
 
+int64_t LlamaModel::keep_bf16_weight_copies() {
+  if (!be_->device().is_cpu()) throw Internal("keep_bf16_weight_copies: a CPU model's policy");
+  return keep_bf16_copies(w_);
+}
+
 LlamaModel::~LlamaModel() {
   forget_lora();
   for (const void* p : resident_) be_->forget(p);

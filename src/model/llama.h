@@ -61,6 +61,9 @@ class LlamaModel {
   const ModelConfig& config() const { return ckpt_.config; }
   const io::Checkpoint& checkpoint() const { return ckpt_; }
   const ModelWeights& weights() const { return w_; }
+  // model::keep_bf16_copies on this model's weights (CPU backend only: a GPU backend holds its own
+  // copies of the weights); returns the bytes allocated.
+  int64_t keep_bf16_weight_copies();
 
   // Runs the batch at positions [cache.length, cache.length + T) of every row, appends its keys
   // and values to `cache` (which must be on this model's backend), and writes logits (host).

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -194,6 +195,30 @@ ModelWeights bind_weights(const io::Checkpoint& ckpt, WeightQuant quant) {
     w.layers.push_back(std::move(lw));
   }
   return w;
+}
+
+int64_t bf16_copy_elements(const ModelConfig& c) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  const int64_t QD = c.num_attention_heads * c.head_dim, KVD = c.num_key_value_heads * c.head_dim;
+  const int64_t layer = QD * C + 2 * KVD * C + C * QD + 3 * F * C;  // q, k, v, o, gate, up, down
+  return c.num_hidden_layers * layer + c.vocab_size * C;
+}
+
+int64_t keep_bf16_copies(ModelWeights& w) {
+  int64_t bytes = 0;
+  const auto keep = [&](ops::StoredMatrix& m) {
+    if (m.dtype == DType::BF16 || m.bf16 != nullptr) return;
+    std::vector<uint16_t> rows = ops::round_rows_to_bf16(m);
+    auto owned = std::make_shared<std::vector<uint8_t>>(rows.size() * 2);
+    std::memcpy(owned->data(), rows.data(), owned->size());
+    m.bf16 = reinterpret_cast<const uint16_t*>(owned->data());
+    bytes += static_cast<int64_t>(owned->size());
+    w.owned.push_back(std::move(owned));
+  };
+  for (LayerWeights& l : w.layers)
+    for (ops::StoredMatrix* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) keep(*m);
+  keep(w.lm_head);
+  return bytes;
 }
 
 }  // namespace medtune::model

@@ -60,6 +60,16 @@ WeightBytes planned_weight_bytes(const ModelConfig& c, DType stored, WeightQuant
 // auto` asks of a model before it picks int8 for generate and serve (backend::parse_inference_precision).
 bool block_linears_take_int8(const io::Checkpoint& ckpt, WeightQuant quant);
 
+// Elements of the base matrices that keep_bf16_copies copies: every layer's q/k/v/o and
+// gate/up/down, and the lm_head (its own, or the embedding's when tied).
+int64_t bf16_copy_elements(const ModelConfig& c);
+// At `precision: bf16` on the CPU, where oneDNN multiplies bf16 natively: gives each of those
+// matrices not stored as BF16 a copy of its rows rounded to bf16 (ops::StoredMatrix::bf16), owned
+// by `w`, so that a training step reads them instead of decoding and rounding the frozen base at
+// every use (2-3 times a step). The same bf16 values either way, so the same bits. Returns the
+// bytes it allocated (2 per element).
+int64_t keep_bf16_copies(ModelWeights& w);
+
 // "none" / "nf4" -> WeightQuant; BadInput naming `what` (e.g. "--base-quant") otherwise.
 WeightQuant parse_weight_quant(const std::string& s, const std::string& what);
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -14,6 +15,10 @@ struct StoredMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   const uint8_t* data = nullptr;
+  // The same rows rounded to bf16 (rows, cols), as `precision: bf16` multiplies them, where the
+  // owner keeps such a copy (model::keep_bf16_copies: frozen base weights in training, so that
+  // each step does not decode and round them again); null otherwise. Never set for BF16 weights.
+  const uint16_t* bf16 = nullptr;
 
   int64_t row_bytes() const { return dtype_row_bytes(dtype, cols); }
   const uint8_t* row(int64_t r) const { return data + r * row_bytes(); }
@@ -72,6 +77,9 @@ Bf16Kernel bf16_kernel();  // what this CPU (and MEDTUNE_ISA) allows
 const char* bf16_kernel_name(Bf16Kernel k);  // "onednn", "widened-sgemm"
 void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
                          Bf16Kernel k = bf16_kernel());
+// All of w's rows rounded to bf16 as the two functions here round them (what StoredMatrix::bf16
+// holds): (rows, cols), threaded. For a BF16 w, its own values.
+std::vector<uint16_t> round_rows_to_bf16(const StoredMatrix& w);
 // dX (N, cols) (+)= dY (N, rows) . W at bf16, as linear_backward_input.
 void linear_backward_input_bf16(float* dx, const float* dy, const StoredMatrix& w, int64_t N, bool accumulate,
                                 Bf16Kernel k = bf16_kernel());

@@ -12,6 +12,8 @@
 #include "model/inference_plan.h"
 #include "model/row_shards.h"
 #include "model/train_step.h"
+#include "model/weights.h"
+#include "ops/linear.h"
 
 namespace medtune::train {
 
@@ -67,6 +69,11 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
       model::row_shards_for(c, lora, cfg.micro_batch_size, cfg.sequence_len, step_opt, m.threads);
   m.copies = static_cast<double>(m.shards - 1) * model::shard_copy_bytes(lora);
   m.on_device = cfg.device != "cpu";
+  if (!m.on_device && cfg.bf16_weight_copy != "false" &&
+      backend::parse_precision(cfg.precision, backend::Device{}, "precision") ==
+          backend::Precision::kBf16 &&
+      ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn)
+    m.bf16_copy = 2.0 * static_cast<double>(model::bf16_copy_elements(c));
   if (m.on_device) {
     m.shards = 1;  // row shards are a CPU policy
     m.copies = 0;
@@ -99,6 +106,11 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
   return m;
 }
 
+void settle_bf16_copy(const TrainConfig& cfg, MemoryPlan& m, double available) {
+  if (cfg.bf16_weight_copy == "auto" && available > 0 && m.owned() > available / 2)
+    m.bf16_copy = 0;
+}
+
 std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {
   std::ostringstream out;
   out << "memory plan (fp32 CPU; micro_batch_size " << cfg.micro_batch_size << " x sequence_len "
@@ -115,6 +127,9 @@ std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {
                                      : " (checkpointing off; on: " + mib(m.acts_ckpt) + ")")
       << "\n"
       << "  keys/values                  " << mib(m.kv) << "\n"
+      << (m.bf16_copy > 0 ? "  base linears, bf16 copy      " + mib(m.bf16_copy) +
+                                " (bf16_weight_copy: " + cfg.bf16_weight_copy + ")\n"
+                          : std::string())
       << "  row shards                   " << m.shards << " on " << m.threads << " threads"
       << (m.shards > 1 ? ", adapter copies " + mib(m.copies) : std::string()) << "\n"
       << "  total (excluding the loss head's logits chunk) " << mib(m.total()) << "\n";

@@ -19,10 +19,14 @@ namespace medtune::train {
 struct MemoryPlan {
   double mapped = 0, nf4 = 0, params = 0, acts = 0, acts_full = 0, acts_ckpt = 0, kv = 0,
          copies = 0;
+  // bf16 copies of the frozen base linears (model::keep_bf16_copies: 2 bytes a weight) at
+  // precision bf16 on a CPU with native bf16, unless bf16_weight_copy is false or settle_bf16_copy
+  // found no room for them.
+  double bf16_copy = 0;
   int64_t shards = 1;
   int threads = 1;
   // What the run allocates itself (the mapped base is page cache the kernel can evict).
-  double owned() const { return nf4 + 4 * params + acts + kv + copies; }
+  double owned() const { return nf4 + 4 * params + acts + kv + copies + bf16_copy; }
   double total() const { return mapped + owned(); }
 
   // cfg.device other than cpu: what the device holds during a step. The base weights are resident
@@ -50,6 +54,9 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
                        int64_t weight_bytes, int64_t nf4_bytes, bool qk_rows_permuted = false);
 
+// bf16_weight_copy auto: drops the planned bf16 copies when with them the run would take more than
+// half of `available` bytes (0: unknown, kept). true and false were settled by plan_memory.
+void settle_bf16_copy(const TrainConfig& cfg, MemoryPlan& m, double available);
 std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m);
 
 // Bytes of the files a checkpoint maps: a .gguf, or the .safetensors of a directory.

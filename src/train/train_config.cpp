@@ -223,6 +223,9 @@ constexpr std::array<std::pair<std::string_view, ScheduleKind>, 4> kSchedulers{
      {"constant", ScheduleKind::kConstant},
      {"constant_with_warmup", ScheduleKind::kConstantWithWarmup}}};
 
+constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kAutoTrueFalse{
+    {{"auto", "auto"}, {"true", "true"}, {"false", "false"}}};
+
 // How a data-parallel job sums gradients over ranks (dist/gradient_sum.h).
 constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kReductions{
     {{"auto", "auto"}, {"ordered", "ordered"}, {"allreduce", "allreduce"}}};
@@ -548,6 +551,10 @@ const std::vector<KnownKey>& known_keys() {
            fail_at(e.where(e.value), x.what());
          }
          c.precision = s;
+       }},
+      {"bf16_weight_copy",
+       [](C& c, const Entry& e) {
+         c.bf16_weight_copy = std::string(read_enum(e, e.value, kAutoTrueFalse));
        }},
       {"max_runtime", [](C& c, const Entry& e) { c.max_runtime_s = read_duration(e); }},
       {"ddp_timeout",
@@ -1045,6 +1052,7 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
   j["num_threads"] = c.num_threads;
   j["device"] = c.device;
   j["precision"] = c.precision;
+  j["bf16_weight_copy"] = c.bf16_weight_copy;
   j["max_runtime"] = optional(c.max_runtime_s > 0 ? std::to_string(c.max_runtime_s) + "s" : "");
   j["ddp_timeout"] = c.ddp_timeout_s > 0 ? ordered_json(c.ddp_timeout_s) : ordered_json(nullptr);
   j["ddp_reduction"] = c.ddp_reduction;

@@ -138,6 +138,10 @@ struct TrainConfig {
   // Data-parallel jobs (mpirun/srun; docs/distributed.md). Neither changes what is trained, so a
   // resume may change them (checkpoint_identity.cpp).
   double ddp_timeout_s = 0;            // 0: dist::timeout_s()'s default (1800 s, transformers' ddp_timeout)
+  // At precision bf16 on the CPU (oneDNN's native bf16): keep a bf16 copy of the frozen base
+  // linears (model::keep_bf16_copies): auto (when the run still fits in half the available
+  // memory, train/memory_plan.h), true, false.
+  std::string bf16_weight_copy = "auto";
   std::string ddp_reduction = "auto";  // ordered, allreduce, auto (ordered on the CPU, allreduce with NCCL/RCCL)
   std::string resume_from_checkpoint;  // "": start fresh; "auto": latest in output_dir; else a path
 

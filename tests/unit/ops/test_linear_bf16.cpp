@@ -208,6 +208,47 @@ TEST(LinearBf16, BackwardWithinFp32SumBoundOfRoundedOperands) {
   }
 }
 
+// A kept bf16 copy (StoredMatrix::bf16, model::keep_bf16_copies) holds the values the kernels
+// round the stored rows to, and products read from it have the bits of those that round the rows
+// again: forward, and backward with and without accumulation, on every kernel here; the 600 x
+// 4096 Q8_0 weight is two chunks (the copy read at the second chunk's rows).
+TEST(LinearBf16, AKeptBf16CopyGivesTheSameBits) {
+  struct Case {
+    DType t;
+    int64_t R, K;
+  };
+  for (const Case& cs : {Case{DType::F32, 130, 576}, Case{DType::Q4_1, 64, 576},
+                         Case{DType::Q8_0, 600, 4096}, Case{DType::NF4, 96, 512},
+                         Case{DType::F16, 40, 8192}}) {
+    const Weight w = make_weight(cs.t, cs.R, cs.K, 31);
+    const std::vector<uint16_t> copy = round_rows_to_bf16(w.m());
+    ASSERT_EQ(copy.size(), static_cast<size_t>(cs.R * cs.K));
+    for (size_t i = 0; i < copy.size(); ++i)
+      ASSERT_EQ(copy[i], f32_to_bf16(w.deq[i])) << dtype_name(cs.t) << " element " << i;
+    StoredMatrix kept = w.m();
+    kept.bf16 = copy.data();
+    for (int64_t N : {5, 67}) {
+      const std::vector<float> x = normal(N * cs.K, 32), dy = normal(N * cs.R, 33);
+      const std::vector<float> dx0 = normal(N * cs.K, 34);
+      for (Bf16Kernel k : kernels_here()) {
+        std::vector<float> y_a(static_cast<size_t>(N * cs.R)), y_b(y_a.size());
+        linear_forward_bf16(y_a.data(), x.data(), w.m(), nullptr, N, k);
+        linear_forward_bf16(y_b.data(), x.data(), kept, nullptr, N, k);
+        EXPECT_EQ(std::memcmp(y_a.data(), y_b.data(), y_a.size() * 4), 0)
+            << dtype_name(cs.t) << " forward N=" << N << " " << bf16_kernel_name(k);
+        for (bool accumulate : {false, true}) {
+          std::vector<float> dx_a = dx0, dx_b = dx0;
+          linear_backward_input_bf16(dx_a.data(), dy.data(), w.m(), N, accumulate, k);
+          linear_backward_input_bf16(dx_b.data(), dy.data(), kept, N, accumulate, k);
+          EXPECT_EQ(std::memcmp(dx_a.data(), dx_b.data(), dx_a.size() * 4), 0)
+              << dtype_name(cs.t) << " backward N=" << N << " accumulate " << accumulate << " "
+              << bf16_kernel_name(k);
+        }
+      }
+    }
+  }
+}
+
 TEST(LinearBf16, DiffersFromFp32ByTheRounding) {
   // The bf16 path must not silently be the fp32 one: on random data the two differ by about the
   // inputs' rounding (2^-9 relative per term), far above fp32's sum error.

@@ -10,6 +10,8 @@
 #include "model/llama.h"
 #include "model/lora_flat.h"
 #include "model/train_step.h"
+#include "model/weights.h"
+#include "ops/linear.h"
 #include "train/memory_plan.h"
 #include "unit/model/simulated_device.h"
 
@@ -41,6 +43,45 @@ TEST(MemoryPlan, ShapesAloneGiveTheAllocatedParameterCount) {
   EXPECT_EQ(m.params, 4.0 * static_cast<double>(real.num_parameters()));
   EXPECT_EQ(m.total(), 1000 + m.owned());
   EXPECT_NE(format_memory_plan(cfg, m).find("LoRA parameters"), std::string::npos);
+}
+
+// At precision bf16 on a CPU with native bf16 the plan counts the base linears' bf16 copy (2 bytes
+// a weight: model::bf16_copy_elements, what model::keep_bf16_copies allocates for a model stored
+// in another dtype); bf16_weight_copy false, fp32 or another CPU: none. auto drops it where the run
+// would take more than half the available memory with it; true keeps it.
+TEST(MemoryPlan, Bf16CopyOfTheBaseIsPlannedAndSettled) {
+  const auto ck = io::open_checkpoint(kFixture);
+  auto cfg = config();
+  const auto shapes = model::lora_shapes(ck.config, lora_config(cfg));
+  EXPECT_EQ(plan_memory(cfg, ck.config, shapes, 0, 0).bf16_copy, 0);  // precision auto: fp32
+  cfg.precision = "bf16";
+  const MemoryPlan m = plan_memory(cfg, ck.config, shapes, 0, 0);
+  if (ops::bf16_kernel() != ops::Bf16Kernel::kOneDnn) {
+    EXPECT_EQ(m.bf16_copy, 0) << "no native bf16 here: the copy would not be read";
+    GTEST_SKIP() << "this CPU has no native bf16 (the rest needs a planned copy)";
+  }
+  const double elements = static_cast<double>(model::bf16_copy_elements(ck.config));
+  EXPECT_EQ(m.bf16_copy, 2 * elements);
+  EXPECT_NE(format_memory_plan(cfg, m).find("bf16 copy"), std::string::npos);
+  // What keep_bf16_copies allocates for this model (F32 on disk), against the plan.
+  model::LlamaModel lm(io::open_checkpoint(kFixture));
+  EXPECT_EQ(static_cast<double>(lm.keep_bf16_weight_copies()), m.bf16_copy);
+  EXPECT_NE(lm.weights().layers[0].q.bf16, nullptr);
+  EXPECT_NE(lm.weights().lm_head.bf16, nullptr);
+  EXPECT_EQ(lm.keep_bf16_weight_copies(), 0);  // kept once
+  MemoryPlan settled = m;
+  settle_bf16_copy(cfg, settled, 0);  // unknown: kept
+  EXPECT_EQ(settled.bf16_copy, m.bf16_copy);
+  settle_bf16_copy(cfg, settled, 2 * m.owned());
+  EXPECT_EQ(settled.bf16_copy, m.bf16_copy);
+  settle_bf16_copy(cfg, settled, 2 * m.owned() - 1);
+  EXPECT_EQ(settled.bf16_copy, 0);
+  cfg.bf16_weight_copy = "true";
+  MemoryPlan kept = plan_memory(cfg, ck.config, shapes, 0, 0);
+  settle_bf16_copy(cfg, kept, 1);
+  EXPECT_EQ(kept.bf16_copy, m.bf16_copy);
+  cfg.bf16_weight_copy = "false";
+  EXPECT_EQ(plan_memory(cfg, ck.config, shapes, 0, 0).bf16_copy, 0);
 }
 
 TEST(MemoryPlan, TooLargeIsRefusedWithItsNumbers) {

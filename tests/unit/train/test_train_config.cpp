@@ -437,6 +437,19 @@ TEST(TrainConfig, DeviceKey) {
       << error_of(kMinimal + "precision: int8\n");
 }
 
+// bf16_weight_copy: auto by default, true or false, named when wrong, and not part of a run's
+// identity (the copy holds the values a step would round anyway: the same bits).
+TEST(TrainConfig, Bf16WeightCopyKey) {
+  const TrainConfig d = load_text(kMinimal);
+  EXPECT_EQ(d.bf16_weight_copy, "auto");
+  const TrainConfig t = load_text(kMinimal + "bf16_weight_copy: true\n");
+  EXPECT_EQ(t.bf16_weight_copy, "true");
+  EXPECT_EQ(load_text(kMinimal, {"bf16_weight_copy=false"}).bf16_weight_copy, "false");
+  EXPECT_EQ(error_of(kMinimal + "bf16_weight_copy: yes please\n"),
+            cfg_path() + ":5: 'bf16_weight_copy' must be one of auto, true, false, got 'yes please'");
+  EXPECT_EQ(train::training_relevant_config(d), train::training_relevant_config(t));
+}
+
 // The data-parallel keys: read, overridden as `medtune train --ddp-timeout/--reduction` do it, named
 // when wrong, and left out of a run's identity (a resume may change how ranks wait and sum).
 TEST(TrainConfig, DataParallelKeys) {
