@@ -148,7 +148,8 @@ int main(int argc, char** argv) {
       }
   train::AdamW adamw(train::AdamWConfig{}, params);
   // The base weights counted as uploaded.
-  train::MemoryPlan plan = plan_for(m.config(), lora, be.resident_bytes(), m.weights().qk_rows_permuted);
+  train::MemoryPlan plan =
+      plan_for(m.config(), lora, be.resident_bytes(), m.weights().qk_rows_permuted);
   if (plan.on_device) be.plan_memory(static_cast<int64_t>(plan.device_total()));
   // As medtune train keeps them (bf16 copies of the base linears at bf16 on the CPU).
   train::settle_bf16_copy(plan_cfg, plan, train::available_memory_bytes());

@@ -95,7 +95,8 @@ nlohmann::json training_relevant_config(const TrainConfig& cfg) {
   nlohmann::json j = to_json(cfg);
   for (const char* key : {"base_model", "output_dir", "save_steps", "save_total_limit", "logging_steps",
                           "report_to", "logging_dir",
-                          "eval_steps", "num_threads", "device", "precision", "bf16_weight_copy", "max_runtime", "resume_from_checkpoint", "skip_nonfinite_steps",
+                          "eval_steps", "num_threads", "device", "precision", "bf16_weight_copy",
+                          "max_runtime", "resume_from_checkpoint", "skip_nonfinite_steps",
                           "ddp_timeout", "ddp_reduction",  // how ranks wait and sum, not what is trained
                           "skip_invalid"})  // skipped records show in examples_sha256
     j.erase(key);
