@@ -152,7 +152,10 @@ int main(int argc, char** argv) {
       plan_for(m.config(), lora, be.resident_bytes(), m.weights().qk_rows_permuted);
   if (plan.on_device) be.plan_memory(static_cast<int64_t>(plan.device_total()));
   // As medtune train keeps them (bf16 copies of the base linears at bf16 on the CPU).
-  train::settle_bf16_copy(plan_cfg, plan, train::available_memory_bytes());
+  train::settle_bf16_copy(
+      plan_cfg, plan,
+      2.0 * static_cast<double>(model::bf16_copy_elements(m.checkpoint(), quant)),
+      train::available_memory_bytes());
   const int64_t bf16_copy_bytes = plan.bf16_copy > 0 ? m.keep_bf16_weight_copies() : 0;
   train::TrainState state(be, lora, adamw);  // the adapter and AdamW's moments where the model computes
   state.to_device();

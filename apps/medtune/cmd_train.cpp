@@ -316,7 +316,12 @@ void add_train_command(CLI::App& app) {
       memory =
           train::plan_memory(cfg, ckpt.config, lora_plan, file_bytes, 0, ckpt.qk_rows_permuted);
     }
-    train::settle_bf16_copy(cfg, memory, train::available_memory_bytes());
+    const model::WeightQuant quant = cfg.base_quant == train::BaseQuant::kNf4
+                                         ? model::WeightQuant::kNf4
+                                         : model::WeightQuant::kNone;
+    train::settle_bf16_copy(cfg, memory,
+                            2.0 * static_cast<double>(model::bf16_copy_elements(ckpt, quant)),
+                            train::available_memory_bytes());
     if (args->dry_run) {
       if (!lead) return;
       std::cout << train::to_yaml(cfg) << "\n"
@@ -334,10 +339,7 @@ void add_train_command(CLI::App& app) {
     train::refuse_if_too_large_on_device(cfg, memory, static_cast<double>(be.free_memory()));
     if (args->check_tensors) model::check_weights_finite(ckpt);
     // QLoRA (adapter: qlora / load_in_4bit / base_quant: nf4): the block linears become NF4 here
-    model::LlamaModel model(std::move(ckpt),
-                            cfg.base_quant == train::BaseQuant::kNf4 ? model::WeightQuant::kNf4
-                                                                     : model::WeightQuant::kNone,
-                            be);
+    model::LlamaModel model(std::move(ckpt), quant, be);
     // The device's buffer cache stays within the plan (backend.h: plan_memory), its weights as
     // uploaded (the file's bf16 norms are fp32 there: 16 KiB a 7B layer more than planned).
     if (memory.on_device)

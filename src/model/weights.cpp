@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -197,21 +196,27 @@ ModelWeights bind_weights(const io::Checkpoint& ckpt, WeightQuant quant) {
   return w;
 }
 
-int64_t bf16_copy_elements(const ModelConfig& c) {
-  const int64_t C = c.hidden_size, F = c.intermediate_size;
-  const int64_t QD = c.num_attention_heads * c.head_dim, KVD = c.num_key_value_heads * c.head_dim;
-  const int64_t layer = QD * C + 2 * KVD * C + C * QD + 3 * F * C;  // q, k, v, o, gate, up, down
-  return c.num_hidden_layers * layer + c.vocab_size * C;
+int64_t bf16_copy_elements(const io::Checkpoint& ckpt, WeightQuant quant) {
+  // bind_weights' choice of the lm_head.
+  const std::string head = ckpt.tensors.count("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
+  int64_t n = 0;
+  for (const auto& [name, t] : ckpt.tensors) {
+    const bool linear = is_block_linear(name);
+    if (!linear && name != head) continue;
+    const bool bound_bf16 = t.dtype == DType::BF16 && !(linear && quant == WeightQuant::kNf4);
+    if (!bound_bf16) n += t.numel();
+  }
+  return n;
 }
 
 int64_t keep_bf16_copies(ModelWeights& w) {
   int64_t bytes = 0;
   const auto keep = [&](ops::StoredMatrix& m) {
     if (m.dtype == DType::BF16 || m.bf16 != nullptr) return;
-    std::vector<uint16_t> rows = ops::round_rows_to_bf16(m);
-    auto owned = std::make_shared<std::vector<uint8_t>>(rows.size() * 2);
-    std::memcpy(owned->data(), rows.data(), owned->size());
-    m.bf16 = reinterpret_cast<const uint16_t*>(owned->data());
+    auto owned = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(m.rows * m.cols) * 2);
+    auto* rows = reinterpret_cast<uint16_t*>(owned->data());
+    ops::round_rows_to_bf16(m, rows);
+    m.bf16 = rows;
     bytes += static_cast<int64_t>(owned->size());
     w.owned.push_back(std::move(owned));
   };

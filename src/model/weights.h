@@ -60,9 +60,10 @@ WeightBytes planned_weight_bytes(const ModelConfig& c, DType stored, WeightQuant
 // auto` asks of a model before it picks int8 for generate and serve (backend::parse_inference_precision).
 bool block_linears_take_int8(const io::Checkpoint& ckpt, WeightQuant quant);
 
-// Elements of the base matrices that keep_bf16_copies copies: every layer's q/k/v/o and
-// gate/up/down, and the lm_head (its own, or the embedding's when tied).
-int64_t bf16_copy_elements(const ModelConfig& c);
+// Elements that keep_bf16_copies copies for `ckpt` bound with `quant`: every layer's q/k/v/o and
+// gate/up/down and the lm_head (its own, or the embedding's when tied), except those bound as
+// BF16 (read as they are).
+int64_t bf16_copy_elements(const io::Checkpoint& ckpt, WeightQuant quant);
 // At `precision: bf16` on the CPU, where oneDNN multiplies bf16 natively: gives each of those
 // matrices not stored as BF16 a copy of its rows rounded to bf16 (ops::StoredMatrix::bf16), owned
 // by `w`, so that a training step reads them instead of decoding and rounding the frozen base at

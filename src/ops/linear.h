@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "core/dtype.h"
 
@@ -78,8 +77,8 @@ const char* bf16_kernel_name(Bf16Kernel k);  // "onednn", "widened-sgemm"
 void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
                          Bf16Kernel k = bf16_kernel());
 // All of w's rows rounded to bf16 as the two functions here round them (what StoredMatrix::bf16
-// holds): (rows, cols), threaded. For a BF16 w, its own values.
-std::vector<uint16_t> round_rows_to_bf16(const StoredMatrix& w);
+// holds) into out (rows, cols), threaded. w must not be BF16 (its rows are already that).
+void round_rows_to_bf16(const StoredMatrix& w, uint16_t* out);
 // dX (N, cols) (+)= dY (N, rows) . W at bf16, as linear_backward_input.
 void linear_backward_input_bf16(float* dx, const float* dy, const StoredMatrix& w, int64_t N, bool accumulate,
                                 Bf16Kernel k = bf16_kernel());

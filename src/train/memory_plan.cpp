@@ -12,7 +12,6 @@
 #include "model/inference_plan.h"
 #include "model/row_shards.h"
 #include "model/train_step.h"
-#include "model/weights.h"
 #include "ops/linear.h"
 
 namespace medtune::train {
@@ -69,11 +68,6 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
       model::row_shards_for(c, lora, cfg.micro_batch_size, cfg.sequence_len, step_opt, m.threads);
   m.copies = static_cast<double>(m.shards - 1) * model::shard_copy_bytes(lora);
   m.on_device = cfg.device != "cpu";
-  if (!m.on_device && cfg.bf16_weight_copy != "false" &&
-      backend::parse_precision(cfg.precision, backend::Device{}, "precision") ==
-          backend::Precision::kBf16 &&
-      ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn)
-    m.bf16_copy = 2.0 * static_cast<double>(model::bf16_copy_elements(c));
   if (m.on_device) {
     m.shards = 1;  // row shards are a CPU policy
     m.copies = 0;
@@ -106,9 +100,17 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
   return m;
 }
 
-void settle_bf16_copy(const TrainConfig& cfg, MemoryPlan& m, double available) {
-  if (cfg.bf16_weight_copy == "auto" && available > 0 && m.owned() > available / 2)
-    m.bf16_copy = 0;
+void settle_bf16_copy(const TrainConfig& cfg, MemoryPlan& m, double copy_bytes,
+                      double available) {
+  m.bf16_copy = 0;
+  const bool read = !m.on_device &&
+                    backend::parse_precision(cfg.precision, backend::Device{}, "precision") ==
+                        backend::Precision::kBf16 &&
+                    ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn;
+  if (!read || cfg.bf16_weight_copy == "false" || copy_bytes <= 0) return;
+  if (cfg.bf16_weight_copy == "auto" && available > 0 && m.owned() + copy_bytes > available / 2)
+    return;
+  m.bf16_copy = copy_bytes;
 }
 
 std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {

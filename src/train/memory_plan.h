@@ -19,9 +19,8 @@ namespace medtune::train {
 struct MemoryPlan {
   double mapped = 0, nf4 = 0, params = 0, acts = 0, acts_full = 0, acts_ckpt = 0, kv = 0,
          copies = 0;
-  // bf16 copies of the frozen base linears (model::keep_bf16_copies: 2 bytes a weight) at
-  // precision bf16 on a CPU with native bf16, unless bf16_weight_copy is false or settle_bf16_copy
-  // found no room for them.
+  // bf16 copies of the frozen base linears (model::keep_bf16_copies: 2 bytes a weight), as
+  // settle_bf16_copy decided them (0 from plan_memory).
   double bf16_copy = 0;
   int64_t shards = 1;
   int threads = 1;
@@ -54,9 +53,11 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
                        int64_t weight_bytes, int64_t nf4_bytes, bool qk_rows_permuted = false);
 
-// bf16_weight_copy auto: drops the planned bf16 copies when with them the run would take more than
-// half of `available` bytes (0: unknown, kept). true and false were settled by plan_memory.
-void settle_bf16_copy(const TrainConfig& cfg, MemoryPlan& m, double available);
+// Whether the run keeps the base's bf16 copies (copy_bytes: 2 x model::bf16_copy_elements), into
+// m.bf16_copy: only at precision bf16 on a CPU where oneDNN multiplies bf16 natively (the only
+// kernel that reads them); then bf16_weight_copy true keeps them, false does not, and auto keeps
+// them when the run with them plans at most half of `available` bytes (0: unknown, kept).
+void settle_bf16_copy(const TrainConfig& cfg, MemoryPlan& m, double copy_bytes, double available);
 std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m);
 
 // Bytes of the files a checkpoint maps: a .gguf, or the .safetensors of a directory.

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/error.h"
 #include "core/half.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/linear.h"
@@ -56,13 +57,8 @@ void round_all_through_bf16(float* out, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = round_through_bf16(x[i]);
 }
 
-// Rows [r0, r1) of W in bf16, (r1 - r0, cols): a BF16 matrix's own rows, the owner's rounded copy
-// (StoredMatrix::bf16), or rows dequantized to fp32 and rounded into `scratch`.
-const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, std::vector<uint16_t>& scratch) {
-  if (w.dtype == DType::BF16) return reinterpret_cast<const uint16_t*>(w.row(r0));
-  if (w.bf16 != nullptr) return w.bf16 + r0 * w.cols;
-  scratch.resize(static_cast<size_t>((r1 - r0) * w.cols));
-  uint16_t* out = scratch.data();
+// Rows [r0, r1) of W (not BF16) dequantized to fp32 and rounded into out (r1 - r0, cols).
+void round_rows(const StoredMatrix& w, int64_t r0, int64_t r1, uint16_t* out) {
 #pragma omp parallel if ((r1 - r0) * w.cols > kParallelElems)
   {
     thread_local std::vector<float> row;
@@ -73,7 +69,16 @@ const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, 
       for (int64_t c = 0; c < w.cols; ++c) out[(r - r0) * w.cols + c] = bf16_bits(row[static_cast<size_t>(c)]);
     }
   }
-  return out;
+}
+
+// Rows [r0, r1) of W in bf16, (r1 - r0, cols): a BF16 matrix's own rows, the owner's rounded copy
+// (StoredMatrix::bf16), or rows dequantized to fp32 and rounded into `scratch`.
+const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, std::vector<uint16_t>& scratch) {
+  if (w.dtype == DType::BF16) return reinterpret_cast<const uint16_t*>(w.row(r0));
+  if (w.bf16 != nullptr) return w.bf16 + r0 * w.cols;
+  scratch.resize(static_cast<size_t>((r1 - r0) * w.cols));
+  round_rows(w, r0, r1, scratch.data());
+  return scratch.data();
 }
 
 // Rows [r0, r1) of W dequantized and rounded through bf16, as fp32, into `scratch`.
@@ -136,18 +141,9 @@ Scratch& scratch() {
 
 }  // namespace
 
-std::vector<uint16_t> round_rows_to_bf16(const StoredMatrix& w) {
-  std::vector<uint16_t> out(static_cast<size_t>(w.rows * w.cols));
-  const int64_t step = chunk_rows(w);
-  std::vector<uint16_t> scratch;
-  for (int64_t r0 = 0; r0 < w.rows; r0 += step) {
-    const int64_t r1 = std::min(w.rows, r0 + step);
-    StoredMatrix uncached = w;
-    uncached.bf16 = nullptr;  // rounded again from the stored rows
-    const uint16_t* rows = weight_rows_bf16(uncached, r0, r1, scratch);
-    std::memcpy(out.data() + r0 * w.cols, rows, static_cast<size_t>((r1 - r0) * w.cols) * 2);
-  }
-  return out;
+void round_rows_to_bf16(const StoredMatrix& w, uint16_t* out) {
+  if (w.dtype == DType::BF16) throw Internal("round_rows_to_bf16: a BF16 matrix is read as stored");
+  round_rows(w, 0, w.rows, out);
 }
 
 Bf16Kernel bf16_kernel() { return onednn::bf16_native() ? Bf16Kernel::kOneDnn : Bf16Kernel::kWidenedSgemm; }

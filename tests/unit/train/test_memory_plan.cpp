@@ -45,43 +45,58 @@ TEST(MemoryPlan, ShapesAloneGiveTheAllocatedParameterCount) {
   EXPECT_NE(format_memory_plan(cfg, m).find("LoRA parameters"), std::string::npos);
 }
 
-// At precision bf16 on a CPU with native bf16 the plan counts the base linears' bf16 copy (2 bytes
-// a weight: model::bf16_copy_elements, what model::keep_bf16_copies allocates for a model stored
-// in another dtype); bf16_weight_copy false, fp32 or another CPU: none. auto drops it where the run
-// would take more than half the available memory with it; true keeps it.
-TEST(MemoryPlan, Bf16CopyOfTheBaseIsPlannedAndSettled) {
-  const auto ck = io::open_checkpoint(kFixture);
+// The base's bf16 copy: its size from the checkpoint (the block linears and the lm_head not bound
+// as BF16: what model::keep_bf16_copies allocates), and settle_bf16_copy keeping it only at
+// precision bf16 on a CPU with native bf16; there bf16_weight_copy true keeps it, false does
+// not, auto where the run with it plans at most half of the available memory.
+TEST(MemoryPlan, Bf16CopyOfTheBaseIsSizedAndSettled) {
+  auto ck = io::open_checkpoint(kFixture);
+  const int64_t elements = model::bf16_copy_elements(ck, model::WeightQuant::kNone);
+  // F32 on disk: all of it. Bound as BF16 (the same tensors re-typed): the lm_head and
+  // linears need none, except linears quantized to NF4.
+  io::Checkpoint as_bf16 = ck;
+  int64_t linears = 0;
+  for (auto& [name, t] : as_bf16.tensors) {
+    if (name.find("_proj.weight") != std::string::npos) linears += t.numel();
+    t.dtype = DType::BF16;
+  }
+  EXPECT_GT(linears, 0);
+  EXPECT_EQ(model::bf16_copy_elements(as_bf16, model::WeightQuant::kNone), 0);
+  EXPECT_EQ(model::bf16_copy_elements(as_bf16, model::WeightQuant::kNf4), linears);
+  const double bytes = 2.0 * static_cast<double>(elements);
+
   auto cfg = config();
   const auto shapes = model::lora_shapes(ck.config, lora_config(cfg));
-  EXPECT_EQ(plan_memory(cfg, ck.config, shapes, 0, 0).bf16_copy, 0);  // precision auto: fp32
+  MemoryPlan m = plan_memory(cfg, ck.config, shapes, 0, 0);
+  EXPECT_EQ(m.bf16_copy, 0);
+  settle_bf16_copy(cfg, m, bytes, 0);
+  EXPECT_EQ(m.bf16_copy, 0);  // precision auto: fp32 on the CPU
   cfg.precision = "bf16";
-  const MemoryPlan m = plan_memory(cfg, ck.config, shapes, 0, 0);
+  settle_bf16_copy(cfg, m, bytes, 0);
   if (ops::bf16_kernel() != ops::Bf16Kernel::kOneDnn) {
     EXPECT_EQ(m.bf16_copy, 0) << "no native bf16 here: the copy would not be read";
-    GTEST_SKIP() << "this CPU has no native bf16 (the rest needs a planned copy)";
+    GTEST_SKIP() << "this CPU has no native bf16 (the rest needs a kept copy)";
   }
-  const double elements = static_cast<double>(model::bf16_copy_elements(ck.config));
-  EXPECT_EQ(m.bf16_copy, 2 * elements);
+  EXPECT_EQ(m.bf16_copy, bytes);  // unknown available memory: kept
   EXPECT_NE(format_memory_plan(cfg, m).find("bf16 copy"), std::string::npos);
-  // What keep_bf16_copies allocates for this model (F32 on disk), against the plan.
-  model::LlamaModel lm(io::open_checkpoint(kFixture));
-  EXPECT_EQ(static_cast<double>(lm.keep_bf16_weight_copies()), m.bf16_copy);
+  const double rest = m.owned() - bytes;
+  settle_bf16_copy(cfg, m, bytes, 2 * (rest + bytes));
+  EXPECT_EQ(m.bf16_copy, bytes);
+  settle_bf16_copy(cfg, m, bytes, 2 * (rest + bytes) - 1);
+  EXPECT_EQ(m.bf16_copy, 0);
+  EXPECT_EQ(format_memory_plan(cfg, m).find("bf16 copy"), std::string::npos);
+  cfg.bf16_weight_copy = "true";
+  settle_bf16_copy(cfg, m, bytes, 1);
+  EXPECT_EQ(m.bf16_copy, bytes);
+  cfg.bf16_weight_copy = "false";
+  settle_bf16_copy(cfg, m, bytes, 0);
+  EXPECT_EQ(m.bf16_copy, 0);
+  // What keep_bf16_copies allocates for this model, against the size.
+  model::LlamaModel lm(std::move(ck));
+  EXPECT_EQ(static_cast<double>(lm.keep_bf16_weight_copies()), bytes);
   EXPECT_NE(lm.weights().layers[0].q.bf16, nullptr);
   EXPECT_NE(lm.weights().lm_head.bf16, nullptr);
   EXPECT_EQ(lm.keep_bf16_weight_copies(), 0);  // kept once
-  MemoryPlan settled = m;
-  settle_bf16_copy(cfg, settled, 0);  // unknown: kept
-  EXPECT_EQ(settled.bf16_copy, m.bf16_copy);
-  settle_bf16_copy(cfg, settled, 2 * m.owned());
-  EXPECT_EQ(settled.bf16_copy, m.bf16_copy);
-  settle_bf16_copy(cfg, settled, 2 * m.owned() - 1);
-  EXPECT_EQ(settled.bf16_copy, 0);
-  cfg.bf16_weight_copy = "true";
-  MemoryPlan kept = plan_memory(cfg, ck.config, shapes, 0, 0);
-  settle_bf16_copy(cfg, kept, 1);
-  EXPECT_EQ(kept.bf16_copy, m.bf16_copy);
-  cfg.bf16_weight_copy = "false";
-  EXPECT_EQ(plan_memory(cfg, ck.config, shapes, 0, 0).bf16_copy, 0);
 }
 
 TEST(MemoryPlan, TooLargeIsRefusedWithItsNumbers) {
