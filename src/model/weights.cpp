@@ -198,7 +198,8 @@ ModelWeights bind_weights(const io::Checkpoint& ckpt, WeightQuant quant) {
 
 int64_t bf16_copy_elements(const io::Checkpoint& ckpt, WeightQuant quant) {
   // bind_weights' choice of the lm_head.
-  const std::string head = ckpt.tensors.count("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
+  const std::string head =
+      ckpt.tensors.count("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
   int64_t n = 0;
   for (const auto& [name, t] : ckpt.tensors) {
     const bool linear = is_block_linear(name);
