@@ -96,6 +96,7 @@ nlohmann::json training_relevant_config(const TrainConfig& cfg) {
   for (const char* key : {"base_model", "output_dir", "save_steps", "save_total_limit", "logging_steps",
                           "report_to", "logging_dir",
                           "eval_steps", "num_threads", "device", "precision", "bf16_weight_copy",
+                          "max_device_memory",
                           "max_runtime", "resume_from_checkpoint", "skip_nonfinite_steps",
                           "ddp_timeout", "ddp_reduction",  // how ranks wait and sum, not what is trained
                           "skip_invalid"})  // skipped records show in examples_sha256

@@ -556,6 +556,18 @@ const std::vector<KnownKey>& known_keys() {
        [](C& c, const Entry& e) {
          c.bf16_weight_copy = std::string(read_enum(e, e.value, kAutoTrueFalse));
        }},
+      {"max_device_memory",
+       [](C& c, const Entry& e) {
+         const YAML::Node& n = e.value;
+         if (n.IsScalar() && n.Scalar() == "auto") {
+           c.max_device_memory = 0;
+           return;
+         }
+         const std::optional<double> bytes =
+             n.IsScalar() ? parse_memory_size(n.Scalar()) : std::nullopt;
+         if (!bytes) fail_type(e, n, kMemorySizeMust);
+         c.max_device_memory = *bytes;
+       }},
       {"max_runtime", [](C& c, const Entry& e) { c.max_runtime_s = read_duration(e); }},
       {"ddp_timeout",
        [](C& c, const Entry& e) { c.ddp_timeout_s = read_float(e, "a number of seconds > 0", [](double x) { return x > 0; }); }},
@@ -878,6 +890,11 @@ class ConfigBuilder {
     if (c.sample_packing && c.group_by_length)
       c.warnings.push_back(where_or(set_entry("group_by_length"), path) +
                            ": group_by_length has no effect with sample_packing");
+    if (const Entry* mdm = set_entry("max_device_memory");
+        mdm && c.max_device_memory > 0 && c.device == "cpu")
+      c.warnings.push_back(mdm->where() +
+                           ": max_device_memory applies to a device (device: gpu); the "
+                           "CPU's plan is checked against the memory available");
     if (const Entry* sp = set_entry("system_prompt");
         sp && c.prompt_format == PromptFormat::kLmEval &&
         c.system_prompt != TrainConfig{}.system_prompt)
@@ -1053,6 +1070,8 @@ nlohmann::ordered_json resolved(const TrainConfig& c) {
   j["device"] = c.device;
   j["precision"] = c.precision;
   j["bf16_weight_copy"] = c.bf16_weight_copy;
+  j["max_device_memory"] =
+      c.max_device_memory > 0 ? format_memory_size(c.max_device_memory) : "auto";
   j["max_runtime"] = optional(c.max_runtime_s > 0 ? std::to_string(c.max_runtime_s) + "s" : "");
   j["ddp_timeout"] = c.ddp_timeout_s > 0 ? ordered_json(c.ddp_timeout_s) : ordered_json(nullptr);
   j["ddp_reduction"] = c.ddp_reduction;
@@ -1135,6 +1154,33 @@ std::optional<int64_t> parse_duration_s(std::string_view text) {
   total += number;
   if (total <= 0) return std::nullopt;
   return total;
+}
+
+std::optional<double> parse_memory_size(std::string_view text) {
+  static const std::regex kSize("([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)? *([KMGT]i?B|B)?");
+  std::match_results<std::string_view::const_iterator> m;
+  if (text.size() > kMaxRegexText || !std::regex_match(text.begin(), text.end(), m, kSize))
+    return std::nullopt;
+  const std::string unit = m[4].str();
+  double scale = 1;
+  if (!unit.empty() && unit != "B") {
+    const int power = std::string("KMGT").find(unit[0]) + 1;
+    scale = std::pow(unit[1] == 'i' ? 1024.0 : 1000.0, power);
+  }
+  // Whole bytes, so that format_memory_size gives back text that reads to the same value.
+  const double number = std::strtod(std::string(m[1].str() + m[3].str()).c_str(), nullptr);
+  const double bytes = std::round(number * scale);
+  if (!std::isfinite(bytes) || bytes < 1 || bytes > 0x1p62) return std::nullopt;
+  return bytes;
+}
+
+std::string format_memory_size(double bytes) {
+  constexpr double kMiB = 1024.0 * 1024.0, kGiB = 1024.0 * kMiB;
+  char buf[48];
+  if (std::fmod(bytes, kGiB) == 0) std::snprintf(buf, sizeof buf, "%.0fGiB", bytes / kGiB);
+  else if (std::fmod(bytes, kMiB) == 0) std::snprintf(buf, sizeof buf, "%.0fMiB", bytes / kMiB);
+  else std::snprintf(buf, sizeof buf, "%.0f", bytes);
+  return buf;
 }
 
 nlohmann::json to_json(const TrainConfig& c) {

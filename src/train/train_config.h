@@ -142,6 +142,10 @@ struct TrainConfig {
   // linears (model::keep_bf16_copies): auto (when the run still fits in half the available
   // memory, train/memory_plan.h), true, false.
   std::string bf16_weight_copy = "auto";
+  // On a device: the most device memory a step may plan to use, in bytes (0: auto, the device's
+  // free memory at start). A micro-batch whose plan is larger runs in passes of fewer rows
+  // (train/memory_plan.h: plan_device_passes). Ignored on the CPU (a warning says so).
+  double max_device_memory = 0;
   std::string ddp_reduction = "auto";  // ordered, allreduce, auto (ordered on the CPU, allreduce with NCCL/RCCL)
   std::string resume_from_checkpoint;  // "": start fresh; "auto": latest in output_dir; else a path
 
@@ -172,6 +176,15 @@ std::string to_yaml(const TrainConfig& cfg);
 // "3600s", "2d" or a bare number of seconds. nullopt when malformed, zero or overflowing.
 inline constexpr std::string_view kDurationMust = "a duration like 12h, 90m, 1h30m or 3600s";
 std::optional<int64_t> parse_duration_s(std::string_view text);
+
+// A memory size as max_device_memory takes it: a number with a binary unit ("8GiB", "512 MiB",
+// "1.5TiB"), a decimal one ("16GB", "500MB": 10^9, 10^6 bytes), or a bare number of
+// bytes; rounded to whole bytes. nullopt when malformed, below one byte or above 2^62.
+inline constexpr std::string_view kMemorySizeMust =
+    "auto or a size like 8GiB, 15.3GiB, 512MiB or 16GB";
+std::optional<double> parse_memory_size(std::string_view text);
+// The size back as text: whole GiB or MiB when exact ("8GiB", "1536MiB"), else bytes.
+std::string format_memory_size(double bytes);
 
 // Where TensorBoard event files go: cfg.logging_dir, or <output_dir>/runs.
 std::string logging_dir_of(const TrainConfig& cfg);

@@ -450,6 +450,41 @@ TEST(TrainConfig, Bf16WeightCopyKey) {
   EXPECT_EQ(train::training_relevant_config(d), train::training_relevant_config(t));
 }
 
+// max_device_memory: auto by default, a size with a binary or decimal unit, named when wrong,
+// written back to the same value, a warning on the CPU (where it does nothing), and not part of
+// a run's identity (it moves memory: the passes sum the same gradients in another order).
+TEST(TrainConfig, MaxDeviceMemoryKey) {
+  const TrainConfig d = load_text(kMinimal);
+  EXPECT_EQ(d.max_device_memory, 0);
+  EXPECT_TRUE(d.warnings.empty());
+  const TrainConfig g = load_text(kMinimal + "device: gpu\nmax_device_memory: 8GiB\n");
+  EXPECT_EQ(g.max_device_memory, 8.0 * 1024 * 1024 * 1024);
+  EXPECT_TRUE(g.warnings.empty());
+  EXPECT_EQ(load_text(kMinimal + "device: gpu\nmax_device_memory: 16GB\n").max_device_memory, 16e9);
+  EXPECT_EQ(load_text(kMinimal + "device: gpu\nmax_device_memory: 512 MiB\n").max_device_memory,
+            512.0 * 1024 * 1024);
+  EXPECT_EQ(load_text(kMinimal + "device: gpu\n", {"max_device_memory=15.3GiB"}).max_device_memory,
+            std::round(15.3 * 1024 * 1024 * 1024));
+  EXPECT_EQ(load_text(kMinimal + "max_device_memory: auto\n").max_device_memory, 0);
+  for (const char* bad : {"lots", "8G", "-1GiB", "0", "0.1", "1e30GiB"})
+    EXPECT_EQ(error_of(kMinimal + "device: gpu\nmax_device_memory: " + bad + "\n"),
+              cfg_path() + ":6: 'max_device_memory' must be auto or a size like 8GiB, 15.3GiB, " +
+                  "512MiB or 16GB, got '" + bad + "'");
+  const TrainConfig cpu = load_text(kMinimal + "max_device_memory: 8GiB\n");
+  ASSERT_EQ(cpu.warnings.size(), 1u);
+  EXPECT_NE(cpu.warnings[0].find("max_device_memory applies to a device"), std::string::npos)
+      << cpu.warnings[0];
+  for (const std::string size : {"8GiB", "1536MiB", "15.3GiB", "16GB"}) {
+    TrainConfig c = load_text(kMinimal + "device: gpu\nmax_device_memory: " + size + "\n");
+    const TrainConfig back = load_text(train::to_yaml(c));
+    EXPECT_EQ(back.max_device_memory, c.max_device_memory) << size;
+  }
+  EXPECT_EQ(train::format_memory_size(8.0 * 1024 * 1024 * 1024), "8GiB");
+  EXPECT_EQ(train::format_memory_size(1536.0 * 1024 * 1024), "1536MiB");
+  EXPECT_EQ(train::training_relevant_config(d),
+            train::training_relevant_config(load_text(kMinimal, {"max_device_memory=8GiB"})));
+}
+
 // The data-parallel keys: read, overridden as `medtune train --ddp-timeout/--reduction` do it, named
 // when wrong, and left out of a run's identity (a resume may change how ranks wait and sum).
 TEST(TrainConfig, DataParallelKeys) {
