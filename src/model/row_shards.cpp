@@ -102,15 +102,34 @@ void add_gradients(LoraWeights& into, const LoraWeights& from) {
     }
 }
 
+// On a device: rows [B s / P, B (s + 1) / P) in pass s, each adding into the same gradient
+// accumulators (opt.device_grads, or each pass's own added into the host dA, dB), the row
+// offsets keeping every token's dropout mask. Activations are the largest pass's, not the sum.
+TrainStepResult device_passes(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
+                              const TrainOptions& opt) {
+  const int64_t P = std::clamp<int64_t>(opt.device_passes, 1, std::max<int64_t>(1, batch.B));
+  if (P == 1) return detail::forward_backward_one_pass(model, lora, batch, opt, 0);
+  TrainStepResult total;
+  for (int64_t s = 0; s < P; ++s) {
+    const int64_t r0 = batch.B * s / P, r1 = batch.B * (s + 1) / P;
+    const TrainStepResult r =
+        detail::forward_backward_one_pass(model, lora, rows_of(batch, r0, r1), opt, r0 * batch.T);
+    total.loss_sum += r.loss_sum;
+    total.tokens += r.tokens;
+    total.peak_activation_bytes = std::max(total.peak_activation_bytes, r.peak_activation_bytes);
+  }
+  return total;
+}
+
 }  // namespace
 
 TrainStepResult forward_backward(LlamaModel& model, LoraWeights& lora, const TrainBatch& batch,
                                  const TrainOptions& opt) {
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  // Row shards are a CPU policy (threads); a device runs the whole batch in one pass.
-  const int64_t S = model.backend().device().is_cpu()
-                        ? row_shards_for(model.config(), lora, batch.B, batch.T, opt, threads)
-                        : 1;
+  // Row shards are a CPU policy (threads); a device runs the batch in opt.device_passes passes
+  // one after another (memory, not threads).
+  if (!model.backend().device().is_cpu()) return device_passes(model, lora, batch, opt);
+  const int64_t S = row_shards_for(model.config(), lora, batch.B, batch.T, opt, threads);
   if (S <= 1) return detail::forward_backward_one_pass(model, lora, batch, opt, 0);
 
   std::vector<LoraWeights>& copies = shard_adapters();

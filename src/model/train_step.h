@@ -53,6 +53,12 @@ struct TrainOptions {
   // Row shards (model/row_shards.h): 0 = automatic, 1 = one pass with every op on all threads,
   // S > 1 = S shards (at most B) run on S threads at once.
   int64_t row_shards = 0;
+  // A device backend only: the batch's rows in this many passes (at most B), one after another,
+  // each adding its gradients to the same accumulators, so that a pass holds the activations of
+  // B / device_passes rows (train/memory_plan.h: plan_device_passes). The gradients are those of
+  // one pass summed in another fp32 order, as with gradient accumulation; dropout masks and the
+  // loss are each token's as in one pass. 1: the whole batch at once.
+  int64_t device_passes = 1;
   // A device backend only: [layer][proj] buffers on that device that the pass adds its LoRA
   // gradients into (a trainer's, train/train_state.h), leaving the host dA, dB untouched. Null:
   // the pass accumulates into buffers of its own and adds them into the host dA, dB at its end.

@@ -250,9 +250,13 @@ TEST(SimulatedDevice, GreedyGenerationEqualsTheCpuBackend) {
 // packed batch and on a GGUF-permuted model's q/k (redo_gguf_qk_permutation). The CPU reference
 // runs in one pass over all rows (no row shards, no last-layer row restriction: policies of the
 // CPU backend that change fp32 summation order, layer.h, row_shards.h).
+// With passes > 1 the device runs the rows in that many passes (TrainOptions::device_passes)
+// and the CPU in as many row shards, which sum the same per-row gradients in the same order.
 void expect_same_training(const std::string& fixture, const model::TrainBatch& b, bool checkpointing,
-                          double dropout = 0) {
-  SCOPED_TRACE(fixture + (checkpointing ? " (checkpointing)" : "") + (dropout > 0 ? " (dropout)" : ""));
+                          double dropout = 0, int64_t passes = 1) {
+  SCOPED_TRACE(fixture + (checkpointing ? " (checkpointing)" : "") +
+               (dropout > 0 ? " (dropout)" : "") +
+               (passes > 1 ? " (" + std::to_string(passes) + " passes)" : ""));
   model::LlamaModel cpu_model(io::open_checkpoint(fixture));
   model::LlamaModel dev_model(io::open_checkpoint(fixture), model::WeightQuant::kNone, device());
   model::LoraConfig lc;
@@ -270,7 +274,8 @@ void expect_same_training(const std::string& fixture, const model::TrainBatch& b
   opt.loss_scale = 0.25;
   opt.gradient_checkpointing = checkpointing;
   opt.dropout_seed = dropout > 0 ? 99 : 0;
-  opt.row_shards = 1;
+  opt.row_shards = passes;
+  opt.device_passes = passes;
   opt.last_layer_rows_only = false;
   lora.zero_grad();
   lora_dev.zero_grad();
@@ -320,6 +325,23 @@ TEST(SimulatedDevice, TrainingPassOnAGgufModelEqualsTheCpuBackend) {
 TEST(SimulatedDevice, TrainingPassWithLoraDropoutEqualsTheCpuBackend) {
   for (const bool checkpointing : {false, true})
     expect_same_training(kFixtures + "llama_gqa/base", training_batch(false), checkpointing, 0.1);
+}
+
+// A batch in passes of fewer rows (the memory plan's answer to max_device_memory): each pass's
+// rows keep their dropout masks and targets, and the device's passes give the CPU row shards'
+// loss and gradients bit for bit (the same per-row sums, added in the same order).
+TEST(SimulatedDevice, TrainingInPassesEqualsTheCpuRowShards) {
+  model::TrainBatch four = training_batch(false);
+  model::TrainBatch second = training_batch(true);  // rows 3 and 4: its tokens, unpacked
+  four.B = 4;
+  four.ids.insert(four.ids.end(), second.ids.begin(), second.ids.end());
+  four.targets.insert(four.targets.end(), second.targets.begin(), second.targets.end());
+  four.mask.insert(four.mask.end(), 12, 1);
+  for (const bool checkpointing : {false, true})
+    for (const int64_t passes : {2, 3}) {
+      expect_same_training(kFixtures + "llama_gqa/base", four, checkpointing, 0, passes);
+      expect_same_training(kFixtures + "llama_gqa/base", four, checkpointing, 0.1, passes);
+    }
 }
 
 }  // namespace
