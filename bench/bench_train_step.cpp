@@ -21,6 +21,8 @@
 // its parts go to stderr. --plan-only 1: that plan from the checkpoint's header alone (the base
 // weights as planned_weight_bytes gives them), nothing loaded or run: a 7B shape's plan on a
 // machine that could not run its step.
+// --max-device-memory SIZE (8GiB, ...): on a device, the step in passes of fewer rows when the
+// plan at B rows is larger (train/memory_plan.h: plan_device_passes; device_passes in the JSON).
 // --answer-tokens K > 0: only the last K positions of each row are targets (completion-only loss,
 // as in MCQ fine-tuning where the prompt is masked); 0 (default): every next token.
 #include <omp.h>
@@ -31,6 +33,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -59,7 +62,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: bench_train_step MODEL [--batch B] [--seq T] [--rank R] [--steps N] [--threads N] "
                  "[--checkpointing 0|1] [--answer-tokens K] [--row-shards S] [--device D] [--targets all|qkvo] "
                  "[--base-quant none|nf4] [--peak-after K] [--precision P] [--plan-only 0|1] "
-                 "[--bf16-weight-copy auto|true|false]\n";
+                 "[--bf16-weight-copy auto|true|false] [--max-device-memory SIZE]\n";
     return 2;
   }
   const std::string path = argv[1];
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   std::string device = "cpu", targets = "all", base_quant = "none", precision = "auto";
   std::string bf16_copy = "auto";
+  double max_device_memory = 0;  // bytes; 0: one pass (the device's free memory is not asked)
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--device") { device = argv[i + 1]; continue; }
@@ -75,6 +79,16 @@ int main(int argc, char** argv) {
     if (k == "--precision") { precision = argv[i + 1]; continue; }
     if (k == "--targets") { targets = argv[i + 1]; continue; }
     if (k == "--base-quant") { base_quant = argv[i + 1]; continue; }
+    if (k == "--max-device-memory") {
+      const std::optional<double> bytes = train::parse_memory_size(argv[i + 1]);
+      if (!bytes) {
+        std::cerr << "bench_train_step: --max-device-memory must be " << train::kMemorySizeMust
+                  << "\n";
+        return 2;
+      }
+      max_device_memory = *bytes;
+      continue;
+    }
     const long v = std::atol(argv[i + 1]);
     if (k == "--batch") B = v;
     else if (k == "--seq") T = v;
@@ -102,9 +116,12 @@ int main(int argc, char** argv) {
   plan_cfg.precision = precision;
   plan_cfg.num_threads = threads;
   plan_cfg.bf16_weight_copy = bf16_copy;
+  plan_cfg.max_device_memory = max_device_memory;
   const auto plan_for = [&](const ModelConfig& c, const model::LoraWeights& lora, int64_t weights,
                             bool qk_rows_permuted) {
-    const train::MemoryPlan plan = train::plan_memory(plan_cfg, c, lora, weights, 0, qk_rows_permuted);
+    const train::MemoryPlan plan =
+        train::plan_device_passes(plan_cfg, c, lora, weights, 0, qk_rows_permuted,
+                                  max_device_memory);
     if (plan.on_device) std::cerr << train::format_memory_plan(plan_cfg, plan);
     return plan;
   };
@@ -123,7 +140,8 @@ int main(int argc, char** argv) {
                                             wb.mapped + wb.quantized, checkpoint.qk_rows_permuted);
     std::cout << nlohmann::json{{"model", path}, {"batch", B}, {"seq", T}, {"rank", rank},
                                 {"targets", targets}, {"base_quant", base_quant},
-                                {"checkpointing", ckpt != 0}, {"device_plan_mib", mib(plan.device_total())},
+                                {"checkpointing", ckpt != 0}, {"device_passes", plan.device_passes},
+                                {"device_plan_mib", mib(plan.device_total())},
                                 {"device_weights_mib", mib(plan.device_weights)},
                                 {"device_adapter_mib", mib(plan.device_adapter())},
                                 {"device_acts_mib", mib(plan.device_acts)}, {"device_kv_mib", mib(plan.kv)},
@@ -177,6 +195,7 @@ int main(int argc, char** argv) {
   opt.loss_scale = 1.0 / static_cast<double>(B * (T - 1 - first));
   opt.gradient_checkpointing = ckpt != 0;
   opt.row_shards = shards;  // 0: automatic (model/row_shards.h)
+  opt.device_passes = plan.device_passes;  // 1 unless --max-device-memory asks for fewer bytes
   std::vector<double> times, cpu_times;
   // Per phase, one entry per timed step: forward, loss head, backward, optimizer; wall and CPU.
   std::vector<double> t_fwd, t_loss, t_bwd, t_opt, c_fwd, c_loss, c_bwd, c_opt;
@@ -230,6 +249,7 @@ int main(int argc, char** argv) {
                       {"device_peak_mib", static_cast<double>(be.peak_bytes()) / (1024.0 * 1024.0)},
                       {"device_peak_after_mib", static_cast<double>(peak_after_bytes) / (1024.0 * 1024.0)},
                       {"device_plan_mib", plan.on_device ? mib(plan.device_total()) : 0.0},
+                      {"device_passes", plan.device_passes},
                       {"peak_after_step", peak_after},
                       {"batch", B},
                       {"seq", T},

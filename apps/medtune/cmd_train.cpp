@@ -305,17 +305,20 @@ void add_train_command(CLI::App& app) {
                 << ld.first_skipped << "\n";
 
     // The memory plan, from the adapter's shapes (nothing of its size allocated yet).
+    // On a device, a micro-batch that does not fit `limit` bytes runs in passes of fewer rows.
     const auto lora_plan = model::lora_shapes(ckpt.config, train::lora_config(cfg));
-    train::MemoryPlan memory;
-    if (cfg.base_quant == train::BaseQuant::kNf4) {
-      const auto wb = model::planned_weight_bytes(ckpt, model::WeightQuant::kNf4);
-      memory = train::plan_memory(cfg, ckpt.config, lora_plan, wb.mapped, wb.quantized,
-                                  ckpt.qk_rows_permuted);
-    } else {
-      const int64_t file_bytes = train::checkpoint_bytes(cfg.base_model);
-      memory =
-          train::plan_memory(cfg, ckpt.config, lora_plan, file_bytes, 0, ckpt.qk_rows_permuted);
-    }
+    const auto plan_within = [&](double limit) {
+      if (cfg.base_quant == train::BaseQuant::kNf4) {
+        const auto wb = model::planned_weight_bytes(ckpt, model::WeightQuant::kNf4);
+        return train::plan_device_passes(cfg, ckpt.config, lora_plan, wb.mapped, wb.quantized,
+                                         ckpt.qk_rows_permuted, limit);
+      }
+      return train::plan_device_passes(cfg, ckpt.config, lora_plan,
+                                       train::checkpoint_bytes(cfg.base_model), 0,
+                                       ckpt.qk_rows_permuted, limit);
+    };
+    // The dry run opens no device: its passes are max_device_memory's (one without it).
+    train::MemoryPlan memory = plan_within(cfg.max_device_memory);
     const model::WeightQuant quant = cfg.base_quant == train::BaseQuant::kNf4
                                          ? model::WeightQuant::kNf4
                                          : model::WeightQuant::kNone;
@@ -336,7 +339,19 @@ void add_train_command(CLI::App& app) {
     train::refuse_if_too_large(cfg, memory, train::available_memory_bytes());
     const backend::Device device = backend::parse_device(cfg.device, "device");
     backend::Backend& be = backend::for_device(device, backend::parse_precision(cfg.precision, device, "precision"));
-    train::refuse_if_too_large_on_device(cfg, memory, static_cast<double>(be.free_memory()));
+    if (memory.on_device) {
+      const double free_bytes = static_cast<double>(be.free_memory());
+      memory = plan_within(train::device_memory_limit(cfg, free_bytes));
+      train::refuse_if_too_large_on_device(cfg, memory, free_bytes);
+      if (memory.device_passes > 1)
+        note << "device: each micro-batch of " << cfg.micro_batch_size << " rows in "
+             << memory.device_passes << " passes of at most " << memory.pass_rows << " (plan "
+             << std::llround(memory.device_total() / (1 << 20)) << " MiB within "
+             << (cfg.max_device_memory > 0
+                     ? "max_device_memory " + train::format_memory_size(cfg.max_device_memory)
+                     : std::string("the device's free memory"))
+             << ")\n";
+    }
     if (args->check_tensors) model::check_weights_finite(ckpt);
     // QLoRA (adapter: qlora / load_in_4bit / base_quant: nf4): the block linears become NF4 here
     model::LlamaModel model(std::move(ckpt), quant, be);
@@ -352,6 +367,7 @@ void add_train_command(CLI::App& app) {
            << " MiB (bf16_weight_copy: " << cfg.bf16_weight_copy << ")\n";
     train::TrainHooks hooks;
     hooks.force_resume = args->force_resume;
+    hooks.device_passes = memory.device_passes;
     hooks.overwrite_output_dir = args->overwrite_output_dir;
     // GPU ranks all-reduce through NCCL/RCCL when the build has it (run only as a world of one
     // GPU: docs/distributed.md).

@@ -38,11 +38,16 @@ int64_t checkpoint_bytes(const std::string& path) {
 }
 
 MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
-                       int64_t weight_bytes, int64_t nf4_bytes, bool qk_rows_permuted) {
+                       int64_t weight_bytes, int64_t nf4_bytes, bool qk_rows_permuted,
+                       int64_t device_passes) {
   MemoryPlan m;
   const double f = 4.0;  // bytes per fp32
-  const double N =
-      static_cast<double>(cfg.micro_batch_size) * static_cast<double>(cfg.sequence_len);
+  m.on_device = cfg.device != "cpu";
+  // A device runs a micro-batch in passes of at most pass_rows rows (model::TrainOptions::
+  // device_passes): what a pass holds is what a micro-batch of pass_rows rows would.
+  m.device_passes = m.on_device ? std::clamp<int64_t>(device_passes, 1, cfg.micro_batch_size) : 1;
+  m.pass_rows = (cfg.micro_batch_size + m.device_passes - 1) / m.device_passes;
+  const double N = static_cast<double>(m.pass_rows) * static_cast<double>(cfg.sequence_len);
   const auto kvdim = static_cast<double>(c.num_key_value_heads * c.head_dim);
   m.mapped = static_cast<double>(weight_bytes);
   m.nf4 = static_cast<double>(nf4_bytes);
@@ -51,7 +56,7 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
   const double kv_layers =
       cfg.gradient_checkpointing ? 1.0 : static_cast<double>(c.num_hidden_layers);
   m.kv = kv_layers * N * f * 2 * kvdim;
-  const int64_t tokens = cfg.micro_batch_size * cfg.sequence_len;
+  const int64_t tokens = m.pass_rows * cfg.sequence_len;
   // The activations kept, and the pass's temporaries beside them (model/row_shards.h).
   const model::PassScratch scratch =
       model::planned_pass_scratch(c, lora, tokens, cfg.lora_dropout > 0, qk_rows_permuted);
@@ -67,7 +72,6 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
   m.shards =
       model::row_shards_for(c, lora, cfg.micro_batch_size, cfg.sequence_len, step_opt, m.threads);
   m.copies = static_cast<double>(m.shards - 1) * model::shard_copy_bytes(lora);
-  m.on_device = cfg.device != "cpu";
   if (m.on_device) {
     m.shards = 1;  // row shards are a CPU policy
     m.copies = 0;
@@ -94,9 +98,26 @@ MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model
     const double loss_extra = bf16 ? std::max(0.0, loss_bf16 - acts_bf16) : 0.0;
     m.device_workspace =
         model::device_workspace_bytes(c, tokens, m.device_precision) + loss_extra +
-        model::device_attention_workspace_bytes(c, cfg.micro_batch_size, cfg.sequence_len,
+        model::device_attention_workspace_bytes(c, m.pass_rows, cfg.sequence_len,
                                                 cfg.sequence_len, /*backward=*/true);
   }
+  return m;
+}
+
+double device_memory_limit(const TrainConfig& cfg, double free_bytes) {
+  if (cfg.max_device_memory <= 0) return std::max(0.0, free_bytes);
+  return free_bytes > 0 ? std::min(cfg.max_device_memory, free_bytes) : cfg.max_device_memory;
+}
+
+MemoryPlan plan_device_passes(const TrainConfig& cfg, const ModelConfig& c,
+                              const model::LoraWeights& lora, int64_t weight_bytes,
+                              int64_t nf4_bytes, bool qk_rows_permuted, double limit) {
+  MemoryPlan m = plan_memory(cfg, c, lora, weight_bytes, nf4_bytes, qk_rows_permuted, 1);
+  if (!m.on_device || limit <= 0) return m;
+  // P passes of ceil(B / P) rows: only the counts that shorten a pass are tried.
+  for (int64_t passes = 2; passes <= cfg.micro_batch_size && m.device_total() > limit; ++passes)
+    if ((cfg.micro_batch_size + passes - 1) / passes < m.pass_rows)
+      m = plan_memory(cfg, c, lora, weight_bytes, nf4_bytes, qk_rows_permuted, passes);
   return m;
 }
 
@@ -147,7 +168,19 @@ std::string format_memory_plan(const TrainConfig& cfg, const MemoryPlan& m) {
         << " (a dequantized weight chunk"
         << (m.device_precision == backend::Precision::kBf16 ? " and the GEMMs' bf16 inputs" : "")
         << ", the attention's scores, staged indices)\n"
-        << "  device total                 " << mib(m.device_total()) << "\n"
+        << (m.device_passes > 1 ? "  passes                       a micro-batch of " +
+                                      std::to_string(cfg.micro_batch_size) + " rows in " +
+                                      std::to_string(m.device_passes) + " passes of at most " +
+                                      std::to_string(m.pass_rows) + " (max_device_memory)\n"
+                                : std::string())
+        << "  device total                 " << mib(m.device_total()) << " (max_device_memory "
+        << (cfg.max_device_memory > 0
+                ? format_memory_size(cfg.max_device_memory)
+                : std::string("auto: passes chosen at start, within the free memory"))
+        << (cfg.max_device_memory > 0 && m.device_total() > cfg.max_device_memory
+                ? ": over it even in passes of one row, so the run is refused"
+                : "")
+        << ")\n"
         << "  host: copies of LoRA A, B + gradients + AdamW moments " << mib(4 * m.params)
         << (m.nf4 > 0 ? ", NF4 base " + mib(m.nf4) : std::string()) << "\n";
   return out.str();
@@ -167,11 +200,19 @@ double available_memory_bytes() {
 // A plan that cannot fit is refused with its numbers before anything is allocated, instead of a
 // std::bad_alloc (exit 1) or the kernel's OOM killer minutes into the run.
 void refuse_if_too_large_on_device(const TrainConfig& cfg, const MemoryPlan& m, double free_bytes) {
-  if (!m.on_device || free_bytes <= 0 || m.device_total() <= free_bytes) return;
+  const double limit = device_memory_limit(cfg, free_bytes);
+  if (!m.on_device || limit <= 0 || m.device_total() <= limit) return;
+  const bool by_key =
+      cfg.max_device_memory > 0 && (free_bytes <= 0 || cfg.max_device_memory < free_bytes);
   throw BadInput("the run needs " + mib(m.device_total()) + " on device " + cfg.device + " (base weights " +
                  mib(m.device_weights) + ", LoRA + gradients + AdamW " + mib(m.device_adapter()) + ", activations " +
                  mib(m.device_acts) + ", keys/values " + mib(m.kv) + ", workspace " + mib(m.device_workspace) +
-                 "), and " + mib(free_bytes) + " is free there: lower micro_batch_size (" +
+                 (m.device_passes > 1 ? "; in passes of " + std::to_string(m.pass_rows) + " row(s)"
+                                      : std::string()) +
+                 "), and " +
+                 (by_key ? "max_device_memory is " + format_memory_size(cfg.max_device_memory)
+                         : mib(free_bytes) + " is free there") +
+                 ": lower micro_batch_size (" +
                  std::to_string(cfg.micro_batch_size) + "), sequence_len (" + std::to_string(cfg.sequence_len) +
                  ") or lora_r (" + std::to_string(cfg.lora_r) +
                  "), turn on gradient_checkpointing, or use adapter: qlora (an NF4 base); --dry-run prints the plan");

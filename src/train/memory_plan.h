@@ -40,6 +40,10 @@ struct MemoryPlan {
   // dequantized weight chunk (fp32, at most 64 MiB), with bf16 GEMMs also their inputs rounded to
   // bf16 (model::device_workspace_bytes), and the attention's scores.
   bool on_device = false;
+  // On a device, a micro-batch runs in device_passes passes of at most pass_rows rows
+  // (plan_device_passes); every device part above is one pass's. 1 and micro_batch_size on
+  // the CPU.
+  int64_t device_passes = 1, pass_rows = 0;
   backend::Precision device_precision = backend::Precision::kFp32;
   double device_weights = 0, device_acts = 0, device_workspace = 0;
   double device_adapter_copies = 4;  // A and B, step gradients, m, v (and a pass's: 5)
@@ -51,7 +55,22 @@ struct MemoryPlan {
 // `lora` may hold shapes only (model::lora_shapes). qk_rows_permuted: the checkpoint's
 // (io::Checkpoint; a GGUF file's q and k rows), whose backward holds two more temporaries.
 MemoryPlan plan_memory(const TrainConfig& cfg, const ModelConfig& c, const model::LoraWeights& lora,
-                       int64_t weight_bytes, int64_t nf4_bytes, bool qk_rows_permuted = false);
+                       int64_t weight_bytes, int64_t nf4_bytes, bool qk_rows_permuted = false,
+                       int64_t device_passes = 1);
+
+// The most device memory a run may plan: max_device_memory when set, but never more than
+// free_bytes, the device's free memory (0: unknown); 0 when neither is known.
+double device_memory_limit(const TrainConfig& cfg, double free_bytes);
+
+// plan_memory with the fewest device passes (1 up to micro_batch_size) whose device total is at
+// most `limit` bytes (0: no limit, one pass): a micro-batch that does not fit at once runs in
+// passes of fewer rows, which sum its gradients as gradient accumulation would (the same
+// global batch and loss normalisation; the fp32 sums in another order). When even passes of one
+// row do not fit, the plan of one-row passes (refuse_if_too_large_on_device then refuses it).
+// On the CPU, plan_memory's.
+MemoryPlan plan_device_passes(const TrainConfig& cfg, const ModelConfig& c,
+                              const model::LoraWeights& lora, int64_t weight_bytes,
+                              int64_t nf4_bytes, bool qk_rows_permuted, double limit);
 
 // Whether the run keeps the base's bf16 copies (copy_bytes: 2 x model::bf16_copy_elements), into
 // m.bf16_copy: only at precision bf16 on a CPU where oneDNN multiplies bf16 natively (the only
@@ -69,7 +88,7 @@ double available_memory_bytes();
 // Throws BadInput naming each part and the keys that shrink it when the memory the run allocates
 // itself is more than `available` bytes (0: unknown, no check). With on_device, the host part only.
 void refuse_if_too_large(const TrainConfig& cfg, const MemoryPlan& m, double available);
-// The same for the device's part against `free_bytes` of device memory (0: unknown, no check).
+// The same for the device's part against device_memory_limit(cfg, free_bytes) (0: no check).
 void refuse_if_too_large_on_device(const TrainConfig& cfg, const MemoryPlan& m, double free_bytes);
 
 }  // namespace medtune::train

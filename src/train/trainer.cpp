@@ -493,6 +493,10 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
   // What computed (not part of the run's identity: a resume may change device or precision).
   manifest["compute"] = {{"backend", model.backend().describe()},
                          {"precision", backend::precision_name(model.backend().precision())}};
+  // On a device, each micro-batch in passes of fewer rows (max_device_memory): the fp32 order
+  // of the gradient sums, so a run compared bit for bit with another must have the same.
+  if (!model.backend().device().is_cpu())
+    manifest["compute"]["device_passes"] = hooks.device_passes;
   const std::string started = utc_timestamp_now();
   manifest["run"] = {{"started", started}, {"status", "running"}};
   if (writer) {
@@ -637,6 +641,7 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     model::TrainOptions opt;
     opt.loss_scale = step_targets > 0 ? 1.0 / static_cast<double>(step_targets) : 0.0;
     opt.gradient_checkpointing = cfg.gradient_checkpointing;
+    opt.device_passes = hooks.device_passes;
     if (!hooks.cpu_pass_policies) {
       opt.row_shards = 1;
       opt.last_layer_rows_only = false;

@@ -62,6 +62,9 @@ struct TrainHooks {
   // last layer run on the target rows only). Off: one pass over all rows, as a device runs it, so
   // that a CPU run can be compared bit for bit with a device's (tests).
   bool cpu_pass_policies = true;
+  // On a device: each micro-batch in this many passes of fewer rows (model/train_step.h
+  // TrainOptions::device_passes), as memory_plan.h's plan_device_passes chose them.
+  int64_t device_passes = 1;
 };
 
 struct EvalPoint {

@@ -31,6 +31,13 @@ fi
   || fail "dry run: $(cat "$TMP/err")"
 grep -q "memory plan" "$TMP/dry.txt" || fail "dry run prints no memory plan"
 [ ! -e "$TMP/dry/adapter" ] || fail "dry run trained"
+# On a device, max_device_memory splits a micro-batch that does not fit into passes of fewer rows
+# (the dry run opens no device: its plan says so without one).
+"$MEDTUNE" train --config "$CONFIG" base_model="$MODEL" output_dir="$TMP/dry" --dry-run device=gpu \
+  micro_batch_size=8 max_device_memory=1.5GiB >"$TMP/dry.txt" 2>"$TMP/err" \
+  || fail "dry run on gpu: $(cat "$TMP/err")"
+grep -q "a micro-batch of 8 rows in [2-8] passes" "$TMP/dry.txt" \
+  || fail "no device passes: $(cat "$TMP/dry.txt")"
 
 # Three short steps (sequence_len 256 also exercises left truncation of the longest questions).
 OUT="$TMP/run"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backend/array.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/lora.h"
@@ -172,6 +173,81 @@ TEST(MemoryPlan, DevicePlanBoundsWhatAPassOnADeviceHolds) {
       EXPECT_NE(std::string(e.what()).find("is free there"), std::string::npos) << e.what();
     }
   }
+}
+
+// max_device_memory: plan_device_passes takes the fewest passes whose plan fits the limit (a
+// pass holds what a micro-batch of its rows would), a device running the batch in those passes
+// (opt.device_grads as the trainer gives them: every pass adds into the same accumulators)
+// holds no more than that plan, and a limit that even one-row passes exceed is refused naming
+// max_device_memory.
+TEST(MemoryPlan, DevicePassesFitTheLimitAndBoundWhatAPassHolds) {
+  static testing::SimulatedDevice device;
+  model::LlamaModel m(io::open_checkpoint(kFixture), model::WeightQuant::kNone, device);
+  auto cfg = config();
+  cfg.device = "gpu";
+  cfg.micro_batch_size = 4;
+  cfg.sequence_len = 8;
+  cfg.gradient_checkpointing = true;
+  const auto shapes = model::lora_shapes(m.config(), lora_config(cfg));
+  const MemoryPlan one = plan_memory(cfg, m.config(), shapes, 1000, 0);
+  EXPECT_EQ(one.device_passes, 1);
+  EXPECT_EQ(one.pass_rows, 4);
+  // A pass of 2 rows plans as a micro-batch of 2 rows does.
+  const MemoryPlan two = plan_memory(cfg, m.config(), shapes, 1000, 0, false, 2);
+  auto cfg2 = cfg;
+  cfg2.micro_batch_size = 2;
+  const MemoryPlan as_two_rows = plan_memory(cfg2, m.config(), shapes, 1000, 0);
+  EXPECT_EQ(two.pass_rows, 2);
+  EXPECT_EQ(two.device_total(), as_two_rows.device_total());
+  EXPECT_LT(two.device_total(), one.device_total());
+  // The fewest passes that fit: none asked, 1; just below one pass's total, 2 (3 passes of
+  // ceil(4 / 3) = 2 rows plan the same); at 2 passes' total, 2; below one row's, refused.
+  const auto passes_within = [&](double limit) {
+    return plan_device_passes(cfg, m.config(), shapes, 1000, 0, false, limit);
+  };
+  EXPECT_EQ(passes_within(0).device_passes, 1);
+  EXPECT_EQ(passes_within(one.device_total()).device_passes, 1);
+  EXPECT_EQ(passes_within(one.device_total() - 1).device_passes, 2);
+  EXPECT_EQ(passes_within(two.device_total()).device_passes, 2);
+  const MemoryPlan rows1 = passes_within(1);
+  EXPECT_EQ(rows1.device_passes, 4);
+  cfg.max_device_memory = rows1.device_total() / 2;
+  try {
+    refuse_if_too_large_on_device(cfg, rows1, 0);
+    FAIL() << "no exception";
+  } catch (const BadInput& e) {
+    EXPECT_NE(std::string(e.what()).find("in passes of 1 row(s)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_device_memory is"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(format_memory_plan(cfg, two).find("in 2 passes of at most 2"), std::string::npos)
+      << format_memory_plan(cfg, two);
+  // The CPU never plans passes.
+  auto cpu = cfg;
+  cpu.device = "cpu";
+  EXPECT_EQ(plan_device_passes(cpu, m.config(), shapes, 1000, 0, false, 1).device_passes, 1);
+
+  auto lora = model::init_lora(m.config(), lora_config(cfg), 1);
+  model::TrainBatch b;
+  b.B = 4;
+  b.T = 8;
+  for (int i = 0; i < 32; ++i) {
+    b.ids.push_back(i + 1);
+    b.targets.push_back(i + 2);
+  }
+  model::LoraFlatLayout layout(lora);
+  backend::Array<float> grads(device, static_cast<size_t>(layout.total()));
+  grads.zero();
+  const auto table = layout.grad_table(lora, grads.data());
+  model::TrainOptions opt;
+  opt.gradient_checkpointing = true;
+  opt.device_passes = 2;
+  opt.device_grads = &table;
+  const int64_t before = device.peak_bytes();  // the model's upload and the accumulators
+  model::forward_backward(m, lora, b, opt);
+  const double held = static_cast<double>(device.peak_bytes() - before) -
+                      4.0 * static_cast<double>(lora.num_parameters());  // A and B, resident
+  EXPECT_LE(held, two.device_acts + two.kv) << held;
+  EXPECT_GE(held, 0.97 * (two.device_acts + two.kv)) << held << " of " << two.device_acts + two.kv;
 }
 
 // bf16 GEMMs (the GPU's default precision) add their rounded inputs to the workspace: the weight
