@@ -61,7 +61,9 @@
 #                   when torch and peft are importable here (copy it to bench/hf_peft_anchor.py before
 #                   the run: ../shared does not travel): LoRA r16 qkvo 8 x 512 with and without
 #                   checkpointing, scoring 16 x 512, batch-1 decode, QLoRA r64 all-linear over NF4
-#                   (the anchor over bf16), fp32; then Llama-3-8B r16 all-linear if time remains.
+#                   (the anchor over bf16), the QLoRA and checkpointed r16 cases again within 8 and
+#                   15.3 GiB (max_device_memory: passes), fp32; then Llama-3-8B r16 all-linear if
+#                   time remains.
 #                   Tokens/s and peak memory; each case starts only within the run's budget
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -573,6 +575,15 @@ if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > 
   train_case "bf16 r64 all nf4 8x512 ckpt=1" "bench-medtune-qlora.json" --precision bf16 --rank 64 --targets all \
     --base-quant nf4 --checkpointing 1 --steps 3
   hf_case "r64 all (bf16 base) 8x512 ckpt=1" "bench-hf-r64.json" --r 64 --targets all --batch 8 --seq "$seq" --ckpt
+  # The same two steps within the goals' memory (max_device_memory: the micro-batch of 8 rows in
+  # passes of fewer rows, the same gradients summed in another order): QLoRA within 8 GiB, r16
+  # qkvo within HF's measured 15.3 GiB; device_passes in the JSON says how many passes.
+  train_case "bf16 r64 all nf4 8x512 ckpt=1 max 8GiB" "bench-medtune-qlora-8gib.json" \
+    --precision bf16 --rank 64 --targets all --base-quant nf4 --checkpointing 1 --steps 3 \
+    --max-device-memory 8GiB
+  train_case "bf16 r16 qkvo 8x512 ckpt=1 max 15.3GiB" "bench-medtune-ckpt1-15gib.json" \
+    --precision bf16 --rank 16 --targets qkvo --checkpointing 1 --steps 3 \
+    --max-device-memory 15.3GiB
   train_case "fp32 r16 qkvo 8x512 ckpt=1" "bench-medtune-fp32.json" --precision fp32 --rank 16 --targets qkvo \
     --checkpointing 1 --steps 2
   # Llama-3-8B shapes (GQA, 128k vocabulary) when at least two minutes remain for them.
