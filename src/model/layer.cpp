@@ -47,8 +47,13 @@ float* scratch(backend::Backend& be, Slot slot, int64_t n) {
 
 }  // namespace
 
+bool mlp_input_adapted(const LoraWeights* lora, int64_t layer) {
+  return lora != nullptr &&
+         (lora->at(layer, Proj::gate).enabled() || lora->at(layer, Proj::up).enabled());
+}
+
 void LayerActs::resize(backend::Backend& be, const ModelConfig& c, int64_t N, const LoraWeights* lora,
-                       int64_t layer) {
+                       int64_t layer, bool for_backward) {
   // A reused buffer (training keeps activations from step to step) is overwritten before it is
   // read, so its old contents are never copied.
   const auto fit = [&](Buf& b, size_t n) { b.fit(be, n); };
@@ -60,7 +65,7 @@ void LayerActs::resize(backend::Backend& be, const ModelConfig& c, int64_t N, co
   fit(q, n(QD));
   fit(att, n(QD));
   fit(x_mid, n(C));
-  fit(n2, n(C));
+  fit(n2, !for_backward || mlp_input_adapted(lora, layer) ? n(C) : 0);
   fit(rstd2, n(1));
   fit(gate, n(F));
   fit(up, n(F));
@@ -195,10 +200,13 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   be.add_inplace(x_mid, proj, M * C);
 
   // --- MLP block
-  be.rmsnorm_forward(a.n2.data(), a.rstd2.data(), x_mid, w.post_attn_norm.data(), M, C, eps);
+  // rmsnorm(x_mid) (M, C): kept for backward when gate or up has an adapter (LayerActs::resize),
+  // else in v's slot, dead since the keys and values went to the cache.
+  float* n2 = a.n2.empty() ? scratch(be, kV, M * C) : a.n2.data();
+  be.rmsnorm_forward(n2, a.rstd2.data(), x_mid, w.post_attn_norm.data(), M, C, eps);
   const std::array<ops::LinearOut, 2> gate_up{{{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
-  be.linear_forward_group(gate_up.data(), 2, a.n2.data(), M);
-  lora_add(a.n2.data(), M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
+  be.linear_forward_group(gate_up.data(), 2, n2, M);
+  lora_add(n2, M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
   float* h = scratch(be, kH, M * F);  // (M, F)
   be.swiglu_forward(h, a.gate.data(), a.up.data(), M * F);
   project_forward(be, proj, h, w.down, nullptr, call.lora_at(Proj::down), sc,

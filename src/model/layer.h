@@ -22,6 +22,10 @@
 namespace medtune::model {
 
 // Activations of one layer for N = B*T tokens (sizes set by resize()), on one backend.
+// Whether the layer's gate or up projection has an adapter (null lora: no), whose gradient reads
+// the MLP's normed input: only then does a training pass keep LayerActs::n2.
+bool mlp_input_adapted(const LoraWeights* lora, int64_t layer);
+
 struct LayerActs {
   using Buf = backend::Array<float>;
   Buf x_in;    // (N, C)   layer input (kept for backward / recompute)
@@ -30,7 +34,8 @@ struct LayerActs {
   Buf q;       // (N, NH, HD) after rope
   Buf att;     // (N, NH, HD) attention output (o_proj input)
   Buf x_mid;   // (N, C)
-  Buf n2;      // (N, C)   rmsnorm(x_mid)
+  Buf n2;      // (N, C)   rmsnorm(x_mid); for backward only when gate or up has an adapter
+               //          (its dA reads it), else empty and made in a temporary
   Buf rstd2;   // (N)
   Buf gate;    // (N, F)   gate_proj(n2), before silu
   Buf up;      // (N, F)
@@ -40,7 +45,9 @@ struct LayerActs {
   Buf lse;     // (N, NH) attention logsumexp (device backends' backward; empty on the CPU)
 
   // Contents are unspecified after a resize (every buffer is written before it is read).
-  void resize(backend::Backend& be, const ModelConfig& c, int64_t N, const LoraWeights* lora, int64_t layer);
+  // for_backward: a training pass's (layer_backward reads them); n2 then only as said above.
+  void resize(backend::Backend& be, const ModelConfig& c, int64_t N, const LoraWeights* lora,
+              int64_t layer, bool for_backward = false);
   int64_t bytes() const;
 };
 

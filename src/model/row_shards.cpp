@@ -6,21 +6,38 @@
 #include <exception>
 #include <vector>
 
+#include "model/layer.h"
+
 namespace medtune::model {
 
-double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, int64_t N,
-                                bool gradient_checkpointing) {
+namespace {
+
+// One layer's LayerActs for N tokens, in bytes, n2 counted or not.
+double layer_activation_bytes(const ModelConfig& c, const LoraWeights& lora, int64_t N,
+                              bool n2_kept) {
   const double f = 4.0, n = static_cast<double>(N);  // fp32
   const auto C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size);
-  const auto L = static_cast<double>(c.num_hidden_layers);
   const auto qdim = static_cast<double>(c.num_attention_heads * c.head_dim);
   double lora_r_total = 0;  // sum of r over the adapted projections of a layer
   if (!lora.layers.empty())
     for (const auto& ll : lora.layers.front()) lora_r_total += static_cast<double>(ll.r);
-  // layer.h LayerActs: x_in, n1, x_mid, n2 (C each), rstd1, rstd2 (1 each), q, att (NH*HD each),
-  // gate, up (F each), lora_u (r per adapted projection).
-  const double layer = n * f * (4 * C + 2 + 2 * qdim + 2 * F + lora_r_total);
-  return gradient_checkpointing ? L * n * f * C + layer : L * layer;
+  // layer.h LayerActs: x_in, n1, x_mid (C each), n2 (C, when kept), rstd1, rstd2 (1 each), q, att
+  // (NH*HD each), gate, up (F each), lora_u (r per adapted projection).
+  return n * f * ((n2_kept ? 4 : 3) * C + 2 + 2 * qdim + 2 * F + lora_r_total);
+}
+
+}  // namespace
+
+double planned_activation_bytes(const ModelConfig& c, const LoraWeights& lora, int64_t N,
+                                bool gradient_checkpointing) {
+  // n2 is kept only where gate or up has an adapter (layer.h): counted when any layer's has.
+  bool n2_kept = false;
+  for (int64_t l = 0; l < static_cast<int64_t>(lora.layers.size()); ++l)
+    n2_kept |= mlp_input_adapted(&lora, l);
+  const double layer = layer_activation_bytes(c, lora, N, n2_kept);
+  const auto L = static_cast<double>(c.num_hidden_layers);
+  const double n = static_cast<double>(N), C = static_cast<double>(c.hidden_size);
+  return gradient_checkpointing ? L * n * 4.0 * C + layer : L * layer;
 }
 
 PassScratch planned_pass_scratch(const ModelConfig& c, const LoraWeights& lora, int64_t N,
@@ -63,8 +80,12 @@ int64_t row_shards_for(const ModelConfig& c, const LoraWeights& lora, int64_t B,
   const int64_t shards = threads;
   const double extra = static_cast<double>(shards - 1) * shard_copy_bytes(lora);
   // Measured against the activations without checkpointing whether it is on or not, so that
-  // checkpointing never changes the shard count (and so the gradients' bits).
-  return extra <= 0.25 * planned_activation_bytes(c, lora, B * T, false) ? shards : 1;
+  // checkpointing never changes the shard count (and so the gradients' bits), and with n2 counted
+  // in every layer, as the count was decided before n2 was left out where no adapter reads it
+  // (the same counts, so the same bits).
+  const double acts =
+      static_cast<double>(c.num_hidden_layers) * layer_activation_bytes(c, lora, B * T, true);
+  return extra <= 0.25 * acts ? shards : 1;
 }
 
 namespace {

@@ -281,7 +281,7 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
   int64_t act_bytes = 0;
   for (int64_t l = 0; l < L; ++l) {
     LayerActs& a = saved[static_cast<size_t>(opt.gradient_checkpointing ? 0 : l)];
-    a.resize(be, c, p.N, &lora, l);
+    a.resize(be, c, p.N, &lora, l, /*for_backward=*/true);
     if (opt.gradient_checkpointing) {
       backend::Array<float>& in = inputs[static_cast<size_t>(l)];
       in.fit(be, p.x.size());

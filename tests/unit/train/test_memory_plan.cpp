@@ -120,12 +120,13 @@ TEST(MemoryPlan, TooLargeIsRefusedWithItsNumbers) {
 
 // On a device: what a training pass holds (the simulated device counts its blocks exactly, it
 // has no cache) is within the plan's activations and keys/values, and at least 97% of them,
-// with and without checkpointing and dropout; a plan beyond the device's free memory is refused
-// naming it.
+// with and without checkpointing and dropout, adapters on q and v (the MLP's normed input made in
+// a temporary) or on every linear (kept for gate's and up's gradients); a plan beyond the
+// device's free memory is refused naming it.
 TEST(MemoryPlan, DevicePlanBoundsWhatAPassOnADeviceHolds) {
-  static testing::SimulatedDevice devices[4];  // outlive the per-thread scratch they hold
-  for (const int variant : {0, 1, 2, 3}) {
-    const bool ckpt = variant % 2 == 1, dropout = variant >= 2;
+  static testing::SimulatedDevice devices[8];  // outlive the per-thread scratch they hold
+  for (const int variant : {0, 1, 2, 3, 4, 5, 6, 7}) {
+    const bool ckpt = variant % 2 == 1, dropout = variant % 4 >= 2, all_linear = variant >= 4;
     testing::SimulatedDevice& device = devices[variant];
     model::LlamaModel m(io::open_checkpoint(kFixture), model::WeightQuant::kNone, device);
     auto cfg = config();
@@ -134,6 +135,9 @@ TEST(MemoryPlan, DevicePlanBoundsWhatAPassOnADeviceHolds) {
     cfg.sequence_len = 8;
     cfg.gradient_checkpointing = ckpt;
     cfg.lora_dropout = dropout ? 0.1 : 0.0;
+    if (all_linear)
+      cfg.lora_target_modules = {model::Proj::q, model::Proj::k, model::Proj::v, model::Proj::o,
+                                 model::Proj::gate, model::Proj::up, model::Proj::down};
     const auto shapes = model::lora_shapes(m.config(), lora_config(cfg));
     const MemoryPlan plan = plan_memory(cfg, m.config(), shapes, 1000, 0);
     ASSERT_TRUE(plan.on_device);
