@@ -546,10 +546,15 @@ TrainSummary run_training(const TrainConfig& cfg, model::LlamaModel& model, cons
     progress.message("resuming from " + from->path + " (step " + std::to_string(resumed.step) + " of " +
                      std::to_string(plan.total_steps) + ")");
 
+  // Validation in batches of a training pass's rows: with max_device_memory's passes a forward
+  // of micro_batch_size rows could hold more than a pass plans; one of a pass's rows holds less
+  // (no gradients, no kept inputs). The same mean loss, summed in other batches.
+  const int64_t passes = std::max<int64_t>(1, hooks.device_passes);
+  const int64_t val_rows = (cfg.micro_batch_size + passes - 1) / passes;
   auto evaluate = [&](int64_t step) {
     if (data.val.empty() && !hooks.accuracy) return;
     EvalPoint e;
-    if (!data.val.empty()) e = validation_loss(model, data.val, cfg.micro_batch_size, data.pad_id, comm);
+    if (!data.val.empty()) e = validation_loss(model, data.val, val_rows, data.pad_id, comm);
     e.step = step;
     if (hooks.accuracy) e.accuracy = hooks.accuracy();
     nlohmann::json j{{"step", step}, {"loss", e.loss}, {"tokens", e.tokens}};

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "support/files.h"
 #include "support/thread_ranks.h"
 #include "train/grad_clip.h"
+#include "train/memory_plan.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
 #include "unit/model/simulated_device.h"
@@ -279,6 +281,61 @@ TEST(TrainOnDevice, EqualsTheCpuRunBitForBit) {
   EXPECT_EQ(device().live_blocks(), blocks_after_first);
   fs::remove_all(cpu_dir);
   fs::remove_all(dev_dir);
+}
+
+// max_device_memory's passes in the training loop (TrainHooks::device_passes, as medtune train
+// sets them from its plan): each micro-batch of 3 rows in 3 passes follows the one-pass run to
+// fp32 rounding (the same gradients summed in another order; dropout masks kept), the manifest
+// records the passes, and the device's peak over the whole run, validation included (in batches
+// of a pass's rows), stays within the plan of 1-row passes (the simulated device has no
+// workspace: the plan without it), below the one-pass run's. Validation in batches of 3 rows
+// would take the peak past that plan (207,758 bytes against 169,420).
+TEST(TrainOnDevice, PassesFollowTheOnePassRunWithinTheirPlan) {
+  static testing::SimulatedDevice devices[2];  // one each: peak_bytes() is a device's whole life
+  const TrainData d = data();
+  std::ostringstream log;
+  struct Run {
+    TrainSummary summary;
+    int64_t peak = 0;
+    double plan = 0;
+  };
+  const auto run = [&](int k, int64_t passes, const std::string& dir) {
+    model::LlamaModel m(io::open_checkpoint(kFixture), model::WeightQuant::kNone, devices[k]);
+    TrainConfig cfg = config(dir);
+    cfg.sequence_len = 12;  // the examples' longest (3 + 7 context + 2 answer tokens): the plan's T
+    TrainConfig gpu = cfg;
+    gpu.device = "gpu";
+    gpu.precision = "fp32";  // what the simulated device computes with (workspace as planned)
+    Run r;
+    const MemoryPlan p =
+        plan_memory(gpu, m.config(), model::lora_shapes(m.config(), lora_config(cfg)),
+                    devices[k].peak_bytes() /* the weights, uploaded */, 0, false, passes);
+    r.plan = p.device_total() - p.device_workspace;
+    TrainHooks hooks;
+    hooks.device_passes = passes;
+    r.summary = run_training(cfg, m, d, hooks, log);
+    r.peak = devices[k].peak_bytes();
+    return r;
+  };
+  const auto one_dir = fresh_dir("one_pass"), three_dir = fresh_dir("three_passes");
+  const Run one = run(0, 1, one_dir);
+  const Run three = run(1, 3, three_dir);
+  ASSERT_EQ(three.summary.steps, 6);
+  ASSERT_EQ(three.summary.losses.size(), one.summary.losses.size());
+  for (size_t i = 0; i < one.summary.losses.size(); ++i)
+    EXPECT_NEAR(three.summary.losses[i], one.summary.losses[i],
+                1e-5 * std::fabs(one.summary.losses[i]))
+        << "step " << i + 1;
+  ASSERT_EQ(three.summary.evals.size(), one.summary.evals.size());
+  for (size_t i = 0; i < one.summary.evals.size(); ++i)
+    EXPECT_NEAR(three.summary.evals[i].loss, one.summary.evals[i].loss,
+                1e-5 * std::fabs(one.summary.evals[i].loss));
+  const auto manifest = nlohmann::json::parse(read_file(three_dir + "/manifest.json"));
+  EXPECT_EQ(manifest["compute"]["device_passes"], 3);
+  EXPECT_LE(three.peak, three.plan);
+  EXPECT_LE(one.peak, one.plan);
+  EXPECT_LT(three.peak, one.peak);
+  for (const auto& dir : {one_dir, three_dir}) fs::remove_all(dir);
 }
 
 // Stops after step 3's evaluation, then resumes from checkpoint-3 on the device: the state is
