@@ -21,11 +21,11 @@
 
 namespace medtune::model {
 
-// Activations of one layer for N = B*T tokens (sizes set by resize()), on one backend.
 // Whether the layer's gate or up projection has an adapter (null lora: no), whose gradient reads
 // the MLP's normed input: only then does a training pass keep LayerActs::n2.
 bool mlp_input_adapted(const LoraWeights* lora, int64_t layer);
 
+// Activations of one layer for N = B*T tokens (sizes set by resize()), on one backend.
 struct LayerActs {
   using Buf = backend::Array<float>;
   Buf x_in;    // (N, C)   layer input (kept for backward / recompute)

@@ -305,7 +305,7 @@ TEST(TrainOnDevice, PassesFollowTheOnePassRunWithinTheirPlan) {
     cfg.sequence_len = 12;  // the examples' longest (3 + 7 context + 2 answer tokens): the plan's T
     TrainConfig gpu = cfg;
     gpu.device = "gpu";
-    gpu.precision = "fp32";  // what the simulated device computes with (workspace as planned)
+    gpu.precision = "fp32";  // the simulated device's arithmetic
     Run r;
     const MemoryPlan p =
         plan_memory(gpu, m.config(), model::lora_shapes(m.config(), lora_config(cfg)),
