@@ -31,6 +31,27 @@ TrainConfig config() {
   return cfg;
 }
 
+// config() on a device, micro-batches of B rows of T tokens.
+TrainConfig device_config(int64_t B, int64_t T) {
+  TrainConfig cfg = config();
+  cfg.device = "gpu";
+  cfg.micro_batch_size = B;
+  cfg.sequence_len = T;
+  return cfg;
+}
+
+// B rows of T ids, every position a target (the loss head's chunk as planned).
+model::TrainBatch every_token_batch(int64_t B, int64_t T) {
+  model::TrainBatch b;
+  b.B = B;
+  b.T = T;
+  for (int64_t i = 0; i < B * T; ++i) {
+    b.ids.push_back(static_cast<int32_t>(i + 1));
+    b.targets.push_back(i + 2);
+  }
+  return b;
+}
+
 TEST(MemoryPlan, ShapesAloneGiveTheAllocatedParameterCount) {
   const auto ck = io::open_checkpoint(kFixture);
   const auto cfg = config();
@@ -129,10 +150,7 @@ TEST(MemoryPlan, DevicePlanBoundsWhatAPassOnADeviceHolds) {
     const bool ckpt = variant % 2 == 1, dropout = variant % 4 >= 2, all_linear = variant >= 4;
     testing::SimulatedDevice& device = devices[variant];
     model::LlamaModel m(io::open_checkpoint(kFixture), model::WeightQuant::kNone, device);
-    auto cfg = config();
-    cfg.device = "gpu";
-    cfg.micro_batch_size = 2;
-    cfg.sequence_len = 8;
+    auto cfg = device_config(2, 8);
     cfg.gradient_checkpointing = ckpt;
     cfg.lora_dropout = dropout ? 0.1 : 0.0;
     if (all_linear)
@@ -145,13 +163,7 @@ TEST(MemoryPlan, DevicePlanBoundsWhatAPassOnADeviceHolds) {
     EXPECT_EQ(plan.device_weights, 1000);
 
     auto lora = model::init_lora(m.config(), lora_config(cfg), 1);
-    model::TrainBatch b;
-    b.B = 2;
-    b.T = 8;
-    for (int i = 0; i < 16; ++i) {
-      b.ids.push_back(i + 1);
-      b.targets.push_back(i + 2);  // every row a target: the loss head's chunk as planned
-    }
+    const model::TrainBatch b = every_token_batch(2, 8);
     model::TrainOptions opt;
     opt.gradient_checkpointing = ckpt;
     opt.dropout_seed = dropout ? 7 : 0;
@@ -187,10 +199,7 @@ TEST(MemoryPlan, DevicePlanBoundsWhatAPassOnADeviceHolds) {
 TEST(MemoryPlan, DevicePassesFitTheLimitAndBoundWhatAPassHolds) {
   static testing::SimulatedDevice device;
   model::LlamaModel m(io::open_checkpoint(kFixture), model::WeightQuant::kNone, device);
-  auto cfg = config();
-  cfg.device = "gpu";
-  cfg.micro_batch_size = 4;
-  cfg.sequence_len = 8;
+  auto cfg = device_config(4, 8);
   cfg.gradient_checkpointing = true;
   const auto shapes = model::lora_shapes(m.config(), lora_config(cfg));
   const MemoryPlan one = plan_memory(cfg, m.config(), shapes, 1000, 0);
@@ -231,13 +240,7 @@ TEST(MemoryPlan, DevicePassesFitTheLimitAndBoundWhatAPassHolds) {
   EXPECT_EQ(plan_device_passes(cpu, m.config(), shapes, 1000, 0, false, 1).device_passes, 1);
 
   auto lora = model::init_lora(m.config(), lora_config(cfg), 1);
-  model::TrainBatch b;
-  b.B = 4;
-  b.T = 8;
-  for (int i = 0; i < 32; ++i) {
-    b.ids.push_back(i + 1);
-    b.targets.push_back(i + 2);
-  }
+  const model::TrainBatch b = every_token_batch(4, 8);
   model::LoraFlatLayout layout(lora);
   backend::Array<float> grads(device, static_cast<size_t>(layout.total()));
   grads.zero();
@@ -259,10 +262,7 @@ TEST(MemoryPlan, DevicePassesFitTheLimitAndBoundWhatAPassHolds) {
 // (min(256, N), V) logits' gradient in bf16; fp32 has neither.
 TEST(MemoryPlan, DeviceWorkspaceCountsTheBf16Inputs) {
   const ModelConfig c = io::open_checkpoint(kFixture).config;
-  auto cfg = config();
-  cfg.device = "gpu";
-  cfg.micro_batch_size = 2;
-  cfg.sequence_len = 8;
+  auto cfg = device_config(2, 8);
   const auto shapes = model::lora_shapes(c, lora_config(cfg));
   cfg.precision = "fp32";
   const MemoryPlan fp32 = plan_memory(cfg, c, shapes, 1000, 0);
