@@ -30,45 +30,6 @@ constexpr int64_t kQueryTile = 64;
 // One row of scores (n of them, keys k0 .. k0 + n - 1) -> softmax probabilities in place, over
 // the keys the query at absolute position p may see: the first `lim` (<= n) minus padding.
 // Keys from lim on are set to 0 without an exp. A row with no visible key becomes all zeros.
-// The largest of row[0, n), ignoring NaNs (as the scalar loop below): 8 lanes at a time. A max is
-// exact, so any order gives the same value; only the sign of a zero maximum may differ from the
-// scalar loop's, and s - (+0) and s - (-0) are the same for every s that is subtracted from it.
-// With `valid` (n bytes), key c counts only where valid[c] != 0 and the others are set to -inf
-// (padding in a cache: the caller has checked that every key is causally visible). The scalar
-// loop was a serial chain of maxss: ~10% of the int8 route's prompt attention (perf), and as much
-// again with a key mask (generation's prompts).
-inline float row_max(float* row, int64_t n, float init, const uint8_t* valid) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  int64_t c = 0;
-  float mx = init;
-#if MEDTUNE_VEC_EXP
-  if (n >= 8) {
-    __m256 acc = _mm256_set1_ps(init);
-    const __m256 neg_inf = _mm256_set1_ps(kNegInf);
-    for (; c + 8 <= n; c += 8) {
-      __m256 v = _mm256_loadu_ps(row + c);
-      if (valid != nullptr) {
-        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(valid + c));
-        const __m256i hidden =
-            _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(bytes), _mm256_setzero_si256());
-        v = _mm256_blendv_ps(v, neg_inf, _mm256_castsi256_ps(hidden));
-        _mm256_storeu_ps(row + c, v);
-      }
-      // max(x, acc) returns acc when x is NaN: the lane keeps its maximum, as the scalar loop does.
-      acc = _mm256_max_ps(v, acc);
-    }
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc);
-    for (const float v : lanes) mx = v > mx ? v : mx;
-  }
-#endif
-  for (; c < n; ++c) {
-    if (valid != nullptr && valid[c] == 0) row[c] = kNegInf;
-    mx = row[c] > mx ? row[c] : mx;
-  }
-  return mx;
-}
-
 inline void softmax_visible_row(float* row, int64_t n, int64_t lim, const uint8_t* key_valid,
                                 int64_t b, int64_t Smax, int64_t k0, int64_t p) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();

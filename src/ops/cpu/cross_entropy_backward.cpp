@@ -52,8 +52,7 @@ LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const i
       continue;
     }
     const float zy = z[y];  // read before dz (maybe z) is overwritten
-    float mx = z[0];
-    for (int64_t v = 1; v < V; ++v) mx = z[v] > mx ? z[v] : mx;  // fmax without the libm call
+    const float mx = detail::row_max(z, V, z[0]);  // fmax's value, 8 lanes at a time
     // exp in fp32, the sum in double: V ~ 1e5 fp32 additions would lose ~sqrt(V)·2^-24 ~ 2e-5
     // relative, too close to the 1e-10 NMSE tolerance; a double add per element is free next to
     // exp. The exps are parked in dz (z is fully read for the max already, and element v of z is
