@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "backend/device.h"
@@ -162,6 +163,17 @@ class Backend {
                                                    float scale) = 0;
   virtual ops::LossSum cross_entropy_sum(const float* logits, const int64_t* targets, int64_t N,
                                          int64_t V) = 0;
+  // Training's loss head as one op, where this backend has one (the CPU at bf16, both kernels:
+  // ops::lm_head_loss_backward_bf16, no (n, V) logits in memory): dh (n, C) = the gradient of
+  // scale·Σ cross-entropy(h·Wᵀ, targets) to h (n, C), and the losses' sum. W: the lm_head, host;
+  // targets: host (n). nullopt, writing nothing, where it has none: the caller then runs
+  // linear_forward, cross_entropy_loss_backward and linear_backward_input over the logits.
+  virtual std::optional<ops::LossSum> lm_head_loss_backward(float* /*dh*/, const float* /*h*/,
+                                                            const ops::StoredMatrix& /*w*/,
+                                                            const int64_t* /*targets*/, int64_t /*n*/,
+                                                            float /*scale*/) {
+    return std::nullopt;
+  }
 
   // C (M, N) = alpha op(A) op(B) + beta C, row-major fp32 (cblas_sgemm's contract: beta = 0 never
   // reads C). A, B, C: device, with leading dimensions lda, ldb, ldc in elements. Adapter matrices

@@ -17,6 +17,7 @@
 #include "core/quant.h"
 #include "core/quant_int8.h"
 #include "ops/backward.h"
+#include "ops/lm_head_loss.h"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -177,6 +178,11 @@ class CpuBackend final : public Backend {
   ops::LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const int64_t* targets,
                                            int64_t N, int64_t V, float scale) override {
     return ops::cross_entropy_loss_backward(dlogits, logits, targets, N, V, scale);
+  }
+  std::optional<ops::LossSum> lm_head_loss_backward(float* dh, const float* h, const ops::StoredMatrix& w,
+                                                    const int64_t* targets, int64_t n, float scale) override {
+    if (precision_ != Precision::kBf16) return std::nullopt;  // fp32 keeps its exact sequence
+    return ops::lm_head_loss_backward_bf16(dh, h, w, targets, n, scale);
   }
   ops::LossSum cross_entropy_sum(const float* logits, const int64_t* targets, int64_t N, int64_t V) override {
     return ops::cross_entropy_sum(logits, targets, N, V);

@@ -110,21 +110,28 @@ double loss_head(const LlamaModel& model, const float* x, const std::vector<int6
     xin.fit(be, static_cast<size_t>(n * C));     // (n, C)
     h.fit(be, xin.size());                       // (n, C)
     rstd.fit(be, static_cast<size_t>(n));
-    logits.fit(be, static_cast<size_t>(n * V));  // (n, V)
     tgt.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) tgt[static_cast<size_t>(i)] = targets[static_cast<size_t>(chunk[i])];
     be.gather_rows(xin.data(), x, chunk, n, C);
     be.rmsnorm_forward(h.data(), rstd.data(), xin.data(), w.final_norm.data(), n, C, eps);
-    be.linear_forward(logits.data(), h.data(), w.lm_head, nullptr, n);
     if (dx == nullptr) {
+      logits.fit(be, static_cast<size_t>(n * V));  // (n, V)
+      be.linear_forward(logits.data(), h.data(), w.lm_head, nullptr, n);
       loss += be.cross_entropy_sum(logits.data(), tgt.data(), n, V).sum;
       continue;
     }
-    // Loss and gradient in one pass over the logits (the gradient overwrites them).
-    loss += be.cross_entropy_loss_backward(logits.data(), logits.data(), tgt.data(), n, V,
-                                           static_cast<float>(scale)).sum;
     dh.fit(be, h.size());
-    be.linear_backward_input(dh.data(), logits.data(), w.lm_head, n, false);
+    if (const auto fused = be.lm_head_loss_backward(dh.data(), h.data(), w.lm_head, tgt.data(), n,
+                                                    static_cast<float>(scale))) {
+      loss += fused->sum;
+    } else {
+      logits.fit(be, static_cast<size_t>(n * V));  // (n, V)
+      be.linear_forward(logits.data(), h.data(), w.lm_head, nullptr, n);
+      // Loss and gradient in one pass over the logits (the gradient overwrites them).
+      loss += be.cross_entropy_loss_backward(logits.data(), logits.data(), tgt.data(), n, V,
+                                             static_cast<float>(scale)).sum;
+      be.linear_backward_input(dh.data(), logits.data(), w.lm_head, n, false);
+    }
     dxin.fit(be, h.size());
     be.rmsnorm_backward(dxin.data(), dh.data(), xin.data(), w.final_norm.data(), rstd.data(), n, C);
     be.scatter_rows(dx, dxin.data(), chunk, n, C);

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "ops/cpu/bf16_rows.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/linear.h"
 
@@ -45,18 +46,6 @@ inline uint16_t bf16_bits(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-// x (n) rounded to bf16.
-void round_to_bf16(uint16_t* out, const float* x, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > kParallelElems)
-  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
-}
-
-// x (n) rounded to bf16 and widened back: the same values as round_to_bf16, as fp32.
-void round_all_through_bf16(float* out, const float* x, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > kParallelElems)
-  for (int64_t i = 0; i < n; ++i) out[i] = round_through_bf16(x[i]);
-}
-
 // Rows [r0, r1) of W (not BF16) dequantized to fp32 and rounded into out (r1 - r0, cols).
 void round_rows(const StoredMatrix& w, int64_t r0, int64_t r1, uint16_t* out) {
 #pragma omp parallel if ((r1 - r0) * w.cols > kParallelElems)
@@ -71,8 +60,20 @@ void round_rows(const StoredMatrix& w, int64_t r0, int64_t r1, uint16_t* out) {
   }
 }
 
-// Rows [r0, r1) of W in bf16, (r1 - r0, cols): a BF16 matrix's own rows, the owner's rounded copy
-// (StoredMatrix::bf16), or rows dequantized to fp32 and rounded into `scratch`.
+}  // namespace
+
+namespace detail {
+
+void round_to_bf16(uint16_t* out, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelElems)
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_bits(x[i]);
+}
+
+void round_all_through_bf16(float* out, const float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelElems)
+  for (int64_t i = 0; i < n; ++i) out[i] = round_through_bf16(x[i]);
+}
+
 const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, std::vector<uint16_t>& scratch) {
   if (w.dtype == DType::BF16) return reinterpret_cast<const uint16_t*>(w.row(r0));
   if (w.bf16 != nullptr) return w.bf16 + r0 * w.cols;
@@ -81,7 +82,6 @@ const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, 
   return scratch.data();
 }
 
-// Rows [r0, r1) of W dequantized and rounded through bf16, as fp32, into `scratch`.
 const float* weight_rows_rounded(const StoredMatrix& w, int64_t r0, int64_t r1, std::vector<float>& scratch) {
   scratch.resize(static_cast<size_t>((r1 - r0) * w.cols));
   float* out = scratch.data();
@@ -93,6 +93,15 @@ const float* weight_rows_rounded(const StoredMatrix& w, int64_t r0, int64_t r1, 
   }
   return out;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::round_all_through_bf16;
+using detail::round_to_bf16;
+using detail::weight_rows_bf16;
+using detail::weight_rows_rounded;
 
 // a . b over n elements, in fp32 with 16 independent partial sums (so the compiler vectorizes it
 // without reassociating anything: the order is fixed by this code).
