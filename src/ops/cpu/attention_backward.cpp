@@ -41,6 +41,16 @@ void check_training_shape(const AttentionShape& s) {
                    std::to_string(s.Smax) + ", NH = " + std::to_string(s.NH) +
                    ", NKV = " + std::to_string(s.NKV));
 }
+// The calling thread's per-head dK (which = 0) or dV (1) scratch of at least n floats, kept
+// between calls: 1.2 MB each per 512 tokens of SmolLM2, which a fresh vector zero-filled at every
+// layer (~1% of a training step). Garbage on entry: every element is zeroed per block before the
+// tiles add into it.
+float* head_scratch(int which, size_t n) {
+  thread_local std::vector<float> bufs[2];
+  std::vector<float>& b = bufs[which];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
 }  // namespace
 
 namespace ref {
@@ -132,11 +142,9 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   // (B, T, NH, HD) scratch and a second pass sums each group in head order: deterministic, and
   // the sum costs O(T·NH·HD), nothing next to the O(T²·NH·HD) GEMMs. MHA writes dk, dv directly.
   const bool direct = group == 1;
-  std::vector<float> dk_heads, dv_heads;  // (B, T, NH, HD) when group > 1
-  if (!direct) {
-    dk_heads.resize(static_cast<size_t>(s.B * T * q_stride));
-    dv_heads.resize(dk_heads.size());
-  }
+  const size_t head_elems = direct ? 0 : static_cast<size_t>(s.B * T * q_stride);
+  float* dk_heads = head_scratch(0, head_elems);  // (B, T, NH, HD) when group > 1
+  float* dv_heads = head_scratch(1, head_elems);
   const int64_t tasks = s.B * s.NH;
   const int64_t M = detail::longest_segment(seg_start, s.B, T);  // T without packing
   const int64_t tile = std::min(M, detail::kQueryTile);
@@ -154,8 +162,8 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
         const float* kb = k + (b * s.Smax + r0) * kv_stride + g * HD;  // (m, HD), row stride kv_stride
         const float* vb = v + (b * s.Smax + r0) * kv_stride + g * HD;
         // This head's dK, dV (m, HD): straight into dk, dv (MHA) or into its scratch slice.
-        float* dkh = direct ? dk + (b * s.Smax + r0) * kv_stride + g * HD : dk_heads.data() + (b * T + r0) * q_stride + h * HD;
-        float* dvh = direct ? dv + (b * s.Smax + r0) * kv_stride + g * HD : dv_heads.data() + (b * T + r0) * q_stride + h * HD;
+        float* dkh = direct ? dk + (b * s.Smax + r0) * kv_stride + g * HD : dk_heads + (b * T + r0) * q_stride + h * HD;
+        float* dvh = direct ? dv + (b * s.Smax + r0) * kv_stride + g * HD : dv_heads + (b * T + r0) * q_stride + h * HD;
         const int64_t ldh = direct ? kv_stride : q_stride;
         const int ldhi = static_cast<int>(ldh);
         // dK, dV accumulate over the query tiles (in tile order): start from zero.
@@ -217,8 +225,8 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
       continue;
     }
     if (direct) continue;
-    const float* dks = dk_heads.data() + (b * T + j) * q_stride;  // (NH, HD)
-    const float* dvs = dv_heads.data() + (b * T + j) * q_stride;
+    const float* dks = dk_heads + (b * T + j) * q_stride;  // (NH, HD)
+    const float* dvs = dv_heads + (b * T + j) * q_stride;
     for (int64_t g = 0; g < s.NKV; ++g)
       for (int64_t d = 0; d < HD; ++d) {
         float ak = 0, av = 0;
