@@ -135,8 +135,10 @@ class CpuBackend final : public Backend {
     else ops::linear_forward(y, x, w, bias, N);
   }
   void linear_forward_group(const ops::LinearOut* outs, int n, const float* x, int64_t N) override {
-    // The int8 route runs its members in one pass; any member it does not cover, and every other
-    // precision, one call each (fp32's fused decode loop gained nothing measurable from it).
+    // The int8 route runs its members in one pass, any member it does not cover one call each;
+    // bf16 rounds x once for all of them; fp32 one call each (its fused decode loop gained nothing
+    // measurable from a group).
+    if (precision_ == Precision::kBf16) return ops::linear_forward_bf16_group(outs, n, x, N);
     if (precision_ != Precision::kInt8) return Backend::linear_forward_group(outs, n, x, N);
     std::array<ops::LinearOut, 8> fused{};
     int nf = 0;

@@ -76,6 +76,10 @@ Bf16Kernel bf16_kernel();  // what this CPU (and MEDTUNE_ISA) allows
 const char* bf16_kernel_name(Bf16Kernel k);  // "onednn", "widened-sgemm"
 void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N,
                          Bf16Kernel k = bf16_kernel());
+// linear_forward_bf16 of each of n members that read the same x (q, k and v; gate and up), with
+// the same values as n calls: x rounded to bf16 once for all of them.
+void linear_forward_bf16_group(const LinearOut* outs, int n, const float* x, int64_t N,
+                               Bf16Kernel k = bf16_kernel());
 // All of w's rows rounded to bf16 as the two functions here round them (what StoredMatrix::bf16
 // holds) into out (rows, cols), threaded. w must not be BF16 (its rows are already that).
 void round_rows_to_bf16(const StoredMatrix& w, uint16_t* out);

@@ -159,34 +159,52 @@ Bf16Kernel bf16_kernel() { return onednn::bf16_native() ? Bf16Kernel::kOneDnn : 
 
 const char* bf16_kernel_name(Bf16Kernel k) { return k == Bf16Kernel::kOneDnn ? "onednn" : "widened-sgemm"; }
 
-void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N, Bf16Kernel k) {
-  const int64_t K = w.cols, R = w.rows, step = chunk_rows(w);
+void linear_forward_bf16_group(const LinearOut* outs, int n, const float* x, int64_t N, Bf16Kernel k) {
+  if (n <= 0) return;
+  const int64_t K = outs[0].w->cols;
+  for (int i = 1; i < n; ++i)
+    if (outs[i].w->cols != K) throw Internal("linear_forward_bf16_group: members read inputs of different widths");
   Scratch& s = scratch();
+  // x is rounded once for all the members (q, k and v read the same normed input).
   if (N <= kGemvMaxTokens) {  // decode: either kernel
     s.act_f32.resize(static_cast<size_t>(N * K));
     round_all_through_bf16(s.act_f32.data(), x, N * K);  // (N, K)
-    forward_fused_rows(y, s.act_f32.data(), w, N);
+    for (int i = 0; i < n; ++i) forward_fused_rows(outs[i].y, s.act_f32.data(), *outs[i].w, N);
   } else if (k == Bf16Kernel::kOneDnn) {
     s.act_bf16.resize(static_cast<size_t>(N * K));
     round_to_bf16(s.act_bf16.data(), x, N * K);  // (N, K)
-    for (int64_t r0 = 0; r0 < R; r0 += step) {
-      const int64_t r1 = std::min(R, r0 + step);
-      const uint16_t* wb = weight_rows_bf16(w, r0, r1, s.weight_bf16);  // (r1 - r0, K)
-      // y[:, r0:r1] (N, r1 - r0) = x (N, K) . wb^T
-      onednn::matmul_bf16(N, r1 - r0, K, s.act_bf16.data(), K, wb, K, /*b_rows_are_n=*/true, y + r0, R, false);
+    for (int i = 0; i < n; ++i) {
+      const StoredMatrix& w = *outs[i].w;
+      const int64_t R = w.rows, step = chunk_rows(w);
+      for (int64_t r0 = 0; r0 < R; r0 += step) {
+        const int64_t r1 = std::min(R, r0 + step);
+        const uint16_t* wb = weight_rows_bf16(w, r0, r1, s.weight_bf16);  // (r1 - r0, K)
+        // y[:, r0:r1] (N, r1 - r0) = x (N, K) . wb^T
+        onednn::matmul_bf16(N, r1 - r0, K, s.act_bf16.data(), K, wb, K, /*b_rows_are_n=*/true, outs[i].y + r0, R,
+                            false);
+      }
     }
   } else {
     s.act_f32.resize(static_cast<size_t>(N * K));
     round_all_through_bf16(s.act_f32.data(), x, N * K);  // (N, K)
-    for (int64_t r0 = 0; r0 < R; r0 += step) {
-      const int64_t r1 = std::min(R, r0 + step);
-      const float* wc = weight_rows_rounded(w, r0, r1, s.weight_f32);  // (r1 - r0, K)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N), static_cast<int>(r1 - r0),
-                  static_cast<int>(K), 1.0f, s.act_f32.data(), static_cast<int>(K), wc, static_cast<int>(K), 0.0f,
-                  y + r0, static_cast<int>(R));
+    for (int i = 0; i < n; ++i) {
+      const StoredMatrix& w = *outs[i].w;
+      const int64_t R = w.rows, step = chunk_rows(w);
+      for (int64_t r0 = 0; r0 < R; r0 += step) {
+        const int64_t r1 = std::min(R, r0 + step);
+        const float* wc = weight_rows_rounded(w, r0, r1, s.weight_f32);  // (r1 - r0, K)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N), static_cast<int>(r1 - r0),
+                    static_cast<int>(K), 1.0f, s.act_f32.data(), static_cast<int>(K), wc, static_cast<int>(K),
+                    0.0f, outs[i].y + r0, static_cast<int>(R));
+      }
     }
   }
-  add_bias(y, bias, N, R);
+  for (int i = 0; i < n; ++i) add_bias(outs[i].y, outs[i].bias, N, outs[i].w->rows);
+}
+
+void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N, Bf16Kernel k) {
+  const LinearOut out{y, &w, bias};
+  linear_forward_bf16_group(&out, 1, x, N, k);
 }
 
 void linear_backward_input_bf16(float* dx, const float* dy, const StoredMatrix& w, int64_t N, bool accumulate,
