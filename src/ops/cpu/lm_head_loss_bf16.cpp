@@ -21,9 +21,10 @@ namespace medtune::ops {
 
 namespace {
 
-// Logits of one tile at most (2 MiB of fp32, a core's L2 on the CPUs measured): 2048 words of the
-// vocabulary for 256 rows. Measured at 256 rows (BENCHMARKS.md, session 39): 2048 words a tile
-// ran as fast as 1024 and faster than 512.
+// Logits of one tile at most (2 MiB of fp32, a core's L2 on the Intel host it was tuned on; 1 MiB
+// on Zen 4): 2048 words of the vocabulary for 256 rows. A scratch prototype of this loop (SmolLM2's
+// head, 2 x 256 rows, 2 threads) took 118-122 ms with 2048 words a tile, 125-131 ms with 1024 and
+// 145-157 ms with 512.
 constexpr int64_t kTileElems = int64_t{1} << 19;
 
 int64_t tile_words(int64_t n, int64_t V) {
