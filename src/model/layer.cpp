@@ -208,6 +208,15 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   be.linear_forward_group(gate_up.data(), 2, n2, M);
   lora_add(n2, M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
   float* h = scratch(be, kH, M * F);  // (M, F)
+  const LoraLinear* down = call.lora_at(Proj::down);
+  const bool down_adapted = down != nullptr && down->enabled();
+  if (!call.output_needed) {
+    // What layer_backward reads from here on: down_proj's adapter input product u = A d(h) only.
+    if (!down_adapted) return;
+    be.swiglu_forward(h, a.gate.data(), a.up.data(), M * F);
+    lora_forward_u(be, h, *down, call.dropout(Proj::down), u(Proj::down), xd, M);
+    return;
+  }
   be.swiglu_forward(h, a.gate.data(), a.up.data(), M * F);
   project_forward(be, proj, h, w.down, nullptr, call.lora_at(Proj::down), sc,
                   call.dropout(Proj::down), u(Proj::down), xd, M);

@@ -86,6 +86,11 @@ struct LayerCall {
   // layer_forward keeps neither x_in nor x_mid: the residual stream is updated in x itself (three
   // copies of (N, C) a layer fewer; the sums are the same fp32 additions).
   bool keep_for_backward = true;
+  // false: the caller reads only the activations, not x_out (gradient checkpointing's recomputed
+  // forward, whose layer_backward follows at once): layer_forward stops once they are kept, after
+  // down_proj's adapter input product, and skips down_proj's own product and the residual add
+  // (a quarter of the layer's base products). x then holds neither x_in nor x_out.
+  bool output_needed = true;
   // Flat index of row 0 within the whole batch when this is one shard of it (LoRA dropout masks).
   int64_t row0 = 0;
   // Where layer_backward accumulates the LoRA gradients: [layer][proj] buffers on `be`, or null
@@ -101,8 +106,8 @@ struct LayerCall {
   LoraGrad grad_at(Proj p) const;
 };
 
-// x (N, C): in = x_in, out = x_out. Fills acts (x_in and x_mid only with keep_for_backward) and
-// appends k, v to the cache at positions [past, past + T).
+// x (N, C): in = x_in, out = x_out (unspecified without output_needed). Fills acts (x_in and x_mid
+// only with keep_for_backward) and appends k, v to the cache at positions [past, past + T).
 void layer_forward(const LayerCall& call, float* x, LayerActs& acts);
 
 // dx (N, C): in = dL/dx_out, out = dL/dx_in. LoRA gradients accumulate into call.grad_at().

@@ -27,6 +27,10 @@ void project_forward(backend::Backend& be, float* y, const float* x, const ops::
 // The LoRA part alone: y (N, out) += s B (A d(x)); u (N, r) receives A d(x).
 void lora_forward_add(backend::Backend& be, float* y, const float* x, const LoraLinear& lora, float s,
                       const DropoutSite& d, float* u, float* xd, int64_t N);
+// Its first half alone: u (N, r) = A d(x), what the backward reads (a recomputed forward that
+// needs no output).
+void lora_forward_u(backend::Backend& be, const float* x, const LoraLinear& lora, const DropoutSite& d, float* u,
+                    float* xd, int64_t N);
 
 // Where a projection's LoRA gradients accumulate: memory of the backend computing them. On the CPU
 // the adapter's own dA, dB (host_grads); elsewhere arrays of the device (train_step.cpp).

@@ -314,7 +314,9 @@ TrainStepResult forward_backward_one_pass(LlamaModel& model, LoraWeights& lora, 
     if (opt.gradient_checkpointing) {  // recompute this layer's activations from its input
       // (into p.x, free since the loss head: layer_forward overwrites its input with its output)
       be.copy(p.x.data(), inputs[static_cast<size_t>(l)].data(), p.x.bytes());
-      layer_forward(call_for(l), p.x.data(), a);
+      LayerCall recompute = call_for(l);
+      recompute.output_needed = false;  // the backward reads the activations, not the output
+      layer_forward(recompute, p.x.data(), a);
     }
     layer_backward(call_for(l), dx.data(), a);
   }
