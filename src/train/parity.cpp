@@ -68,9 +68,9 @@ double causal_lm_loss(const std::vector<float>& logits, const std::vector<int64_
 
 ParityTolerances bf16_tolerances(int64_t num_layers) {
   ParityTolerances t;
-  t.logits_rel = std::ldexp(1.0, -8) * static_cast<double>(2 * num_layers + 1) * 2.0;
+  t.logits_rel = std::ldexp(1.0, -7) * static_cast<double>(2 * num_layers + 1);
   t.loss_rel = t.logits_rel;
-  t.grads_rel = std::ldexp(1.0, -8) * static_cast<double>(4 * num_layers + 2) * 2.0;
+  t.grads_rel = std::ldexp(1.0, -7) * static_cast<double>(4 * num_layers + 2);
   return t;
 }
 

@@ -26,15 +26,17 @@ struct ParityTolerances {
 };
 
 // The bf16 linear layers' tolerances, derived to first order: each linear layer's inputs are
-// rounded to bf16 (relative error ≤ 2^-9 each), so each product is off by ≤ 2^-8 relative and each
-// output by ≤ 2^-8·Σ|a·b| (the fp32 accumulation adds ~K·2^-24, negligible). A logit goes through
-// two such stages per layer on its way (attention's q/k/v then o; the MLP's gate/up then down) plus
-// the lm_head: 2L + 1 stages, each error passed on with a gain taken as 2 (RMSNorm renormalises,
-// residual sums mix the terms), hence 2^-8·(2L + 1)·2 relative to the largest logit (2-layer
-// fixtures: 0.039; 4 layers: 0.070). transformers' own bf16-vs-fp32 logits differ by ~1e-2 on
-// these fixtures. A LoRA gradient is a product of a forward activation and a backward signal; the
-// signal starts from the logits (2L + 1 stages) and comes back through the lm_head's and each
-// layer's backward products (2L + 1 more), so the gradients get 2^-8·(4L + 2)·2 (2 layers: 0.078).
+// rounded to bf16 (relative error ≤ 2^-8 each: 8 significant bits, round to nearest), so each
+// product is off by ≤ 2^-7 relative and each output by ≤ 2^-7·Σ|a·b| (the fp32 accumulation adds
+// ~K·2^-24, negligible). A logit goes through two such stages per layer on its way (attention's
+// q/k/v then o; the MLP's gate/up then down) plus the lm_head: 2L + 1 stages, each error passed on
+// with a gain of 1 to first order (RMSNorm renormalises, residual sums mix the terms), hence
+// 2^-7·(2L + 1) relative to the largest logit (2-layer fixtures: 0.039; 4 layers: 0.070).
+// transformers' own bf16-vs-fp32 logits differ by ~1e-2 on these fixtures. A LoRA gradient is a
+// product of a forward activation and a backward signal; the signal starts from the logits
+// (2L + 1 stages) and comes back through the lm_head's and each layer's backward products (2L + 1
+// more), so the gradients get 2^-7·(4L + 2) (2 layers: 0.078). (Until session 39 this comment put
+// bf16's rounding at 2^-9 and took a gain of 2: the same numbers, the error's size misstated.)
 // AdamW itself is fp32 at every precision: its check starts from the reference gradients when
 // the precision is not fp32 (check_parity), so it keeps the fp32 bound.
 ParityTolerances bf16_tolerances(int64_t num_layers);
