@@ -170,8 +170,8 @@ class Backend {
   // linear_forward, cross_entropy_loss_backward and linear_backward_input over the logits.
   virtual std::optional<ops::LossSum> lm_head_loss_backward(float* /*dh*/, const float* /*h*/,
                                                             const ops::StoredMatrix& /*w*/,
-                                                            const int64_t* /*targets*/, int64_t /*n*/,
-                                                            float /*scale*/) {
+                                                            const int64_t* /*targets*/,
+                                                            int64_t /*n*/, float /*scale*/) {
     return std::nullopt;
   }
 

@@ -181,8 +181,10 @@ class CpuBackend final : public Backend {
                                            int64_t N, int64_t V, float scale) override {
     return ops::cross_entropy_loss_backward(dlogits, logits, targets, N, V, scale);
   }
-  std::optional<ops::LossSum> lm_head_loss_backward(float* dh, const float* h, const ops::StoredMatrix& w,
-                                                    const int64_t* targets, int64_t n, float scale) override {
+  std::optional<ops::LossSum> lm_head_loss_backward(float* dh, const float* h,
+                                                    const ops::StoredMatrix& w,
+                                                    const int64_t* targets, int64_t n,
+                                                    float scale) override {
     if (precision_ != Precision::kBf16) return std::nullopt;  // fp32 keeps its exact sequence
     return ops::lm_head_loss_backward_bf16(dh, h, w, targets, n, scale);
   }

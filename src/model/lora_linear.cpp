@@ -30,16 +30,16 @@ const float* dev_B(backend::Backend& be, const LoraLinear& l) { return l.device_
 
 }  // namespace
 
-void lora_forward_u(backend::Backend& be, const float* x, const LoraLinear& lora, const DropoutSite& d, float* u,
-                    float* xd, int64_t N) {
+void lora_forward_u(backend::Backend& be, const float* x, const LoraLinear& lora,
+                    const DropoutSite& d, float* u, float* xd, int64_t N) {
   const float* xin = lora_input(be, x, xd, N, lora.in, d);
   // u (N, r) = xin (N, in) . A^T
-  be.gemm(Trans::kNo, Trans::kYes, N, lora.r, lora.in, 1.0f, xin, lora.in, dev_A(be, lora), lora.in, 0.0f, u,
-          lora.r);
+  be.gemm(Trans::kNo, Trans::kYes, N, lora.r, lora.in, 1.0f, xin, lora.in, dev_A(be, lora), lora.in,
+          0.0f, u, lora.r);
 }
 
-void lora_forward_add(backend::Backend& be, float* y, const float* x, const LoraLinear& lora, float s,
-                      const DropoutSite& d, float* u, float* xd, int64_t N) {
+void lora_forward_add(backend::Backend& be, float* y, const float* x, const LoraLinear& lora,
+                      float s, const DropoutSite& d, float* u, float* xd, int64_t N) {
   backend::Array<float> u_local;
   if (u == nullptr) {
     u_local.fit(be, static_cast<size_t>(N * lora.r));

@@ -29,8 +29,8 @@ void lora_forward_add(backend::Backend& be, float* y, const float* x, const Lora
                       const DropoutSite& d, float* u, float* xd, int64_t N);
 // Its first half alone: u (N, r) = A d(x), what the backward reads (a recomputed forward that
 // needs no output).
-void lora_forward_u(backend::Backend& be, const float* x, const LoraLinear& lora, const DropoutSite& d, float* u,
-                    float* xd, int64_t N);
+void lora_forward_u(backend::Backend& be, const float* x, const LoraLinear& lora,
+                    const DropoutSite& d, float* u, float* xd, int64_t N);
 
 // Where a projection's LoRA gradients accumulate: memory of the backend computing them. On the CPU
 // the adapter's own dA, dB (host_grads); elsewhere arrays of the device (train_step.cpp).

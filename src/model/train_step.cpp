@@ -128,8 +128,9 @@ double loss_head(const LlamaModel& model, const float* x, const std::vector<int6
       logits.fit(be, static_cast<size_t>(n * V));  // (n, V)
       be.linear_forward(logits.data(), h.data(), w.lm_head, nullptr, n);
       // Loss and gradient in one pass over the logits (the gradient overwrites them).
-      loss += be.cross_entropy_loss_backward(logits.data(), logits.data(), tgt.data(), n, V,
-                                             static_cast<float>(scale)).sum;
+      const ops::LossSum sum = be.cross_entropy_loss_backward(
+          logits.data(), logits.data(), tgt.data(), n, V, static_cast<float>(scale));
+      loss += sum.sum;
       be.linear_backward_input(dh.data(), logits.data(), w.lm_head, n, false);
     }
     dxin.fit(be, h.size());

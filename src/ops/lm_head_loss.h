@@ -26,12 +26,13 @@ namespace medtune::ops {
 //
 // Numerics, against the three-call sequence: the same bf16 operands (h and W rounded, kernel `k`:
 // oneDNN or the widened SGEMM as linear_forward_bf16), fp32 sums. The second product's bf16
-// operand is exp(z − M) instead of (softmax − onehot)·scale: one rounding to bf16 either way (the
-// relative error 2^-9 per element that train::bf16_tolerances derives), and the target's −scale·W[y]
-// now exact in fp32. The rescaling adds one fp32 rounding per tile where the max grew, and the
-// exps' arguments differ from the global-max ones by that max, so the results agree to bf16's
-// precision, not bit for bit.
-LossSum lm_head_loss_backward_bf16(float* dh, const float* h, const StoredMatrix& w, const int64_t* targets,
-                                   int64_t n, float scale, Bf16Kernel k = bf16_kernel());
+// operand is exp(z − M) instead of (softmax − onehot)·scale: one rounding to bf16 either way
+// (relative error ≤ 2^-8 per element, as in train::bf16_tolerances), and the target's −scale·W[y]
+// now exact in fp32. The rescaling adds one fp32 rounding per tile where the max grew,
+// and the exps' arguments differ from the global-max ones by that max, so the results agree to
+// bf16's precision, not bit for bit.
+LossSum lm_head_loss_backward_bf16(float* dh, const float* h, const StoredMatrix& w,
+                                   const int64_t* targets, int64_t n, float scale,
+                                   Bf16Kernel k = bf16_kernel());
 
 }  // namespace medtune::ops

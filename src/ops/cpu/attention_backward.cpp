@@ -162,8 +162,10 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
         const float* kb = k + (b * s.Smax + r0) * kv_stride + g * HD;  // (m, HD), row stride kv_stride
         const float* vb = v + (b * s.Smax + r0) * kv_stride + g * HD;
         // This head's dK, dV (m, HD): straight into dk, dv (MHA) or into its scratch slice.
-        float* dkh = direct ? dk + (b * s.Smax + r0) * kv_stride + g * HD : dk_heads + (b * T + r0) * q_stride + h * HD;
-        float* dvh = direct ? dv + (b * s.Smax + r0) * kv_stride + g * HD : dv_heads + (b * T + r0) * q_stride + h * HD;
+        float* dkh = direct ? dk + (b * s.Smax + r0) * kv_stride + g * HD
+                            : dk_heads + (b * T + r0) * q_stride + h * HD;
+        float* dvh = direct ? dv + (b * s.Smax + r0) * kv_stride + g * HD
+                            : dv_heads + (b * T + r0) * q_stride + h * HD;
         const int64_t ldh = direct ? kv_stride : q_stride;
         const int ldhi = static_cast<int>(ldh);
         // dK, dV accumulate over the query tiles (in tile order): start from zero.

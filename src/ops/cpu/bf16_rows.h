@@ -15,8 +15,10 @@ void round_to_bf16(uint16_t* out, const float* x, int64_t n);
 void round_all_through_bf16(float* out, const float* x, int64_t n);
 // Rows [r0, r1) of W in bf16, (r1 - r0, cols): a BF16 matrix's own rows, the owner's rounded copy
 // (StoredMatrix::bf16), or rows dequantized to fp32 and rounded into `scratch`.
-const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1, std::vector<uint16_t>& scratch);
+const uint16_t* weight_rows_bf16(const StoredMatrix& w, int64_t r0, int64_t r1,
+                                 std::vector<uint16_t>& scratch);
 // Rows [r0, r1) of W dequantized and rounded through bf16, as fp32, into `scratch`.
-const float* weight_rows_rounded(const StoredMatrix& w, int64_t r0, int64_t r1, std::vector<float>& scratch);
+const float* weight_rows_rounded(const StoredMatrix& w, int64_t r0, int64_t r1,
+                                 std::vector<float>& scratch);
 
 }  // namespace medtune::ops::detail

@@ -159,11 +159,13 @@ Bf16Kernel bf16_kernel() { return onednn::bf16_native() ? Bf16Kernel::kOneDnn : 
 
 const char* bf16_kernel_name(Bf16Kernel k) { return k == Bf16Kernel::kOneDnn ? "onednn" : "widened-sgemm"; }
 
-void linear_forward_bf16_group(const LinearOut* outs, int n, const float* x, int64_t N, Bf16Kernel k) {
+void linear_forward_bf16_group(const LinearOut* outs, int n, const float* x, int64_t N,
+                               Bf16Kernel k) {
   if (n <= 0) return;
   const int64_t K = outs[0].w->cols;
   for (int i = 1; i < n; ++i)
-    if (outs[i].w->cols != K) throw Internal("linear_forward_bf16_group: members read inputs of different widths");
+    if (outs[i].w->cols != K)
+      throw Internal("linear_forward_bf16_group: members read inputs of different widths");
   Scratch& s = scratch();
   // x is rounded once for all the members (q, k and v read the same normed input).
   if (N <= kGemvMaxTokens) {  // decode: either kernel
@@ -180,8 +182,8 @@ void linear_forward_bf16_group(const LinearOut* outs, int n, const float* x, int
         const int64_t r1 = std::min(R, r0 + step);
         const uint16_t* wb = weight_rows_bf16(w, r0, r1, s.weight_bf16);  // (r1 - r0, K)
         // y[:, r0:r1] (N, r1 - r0) = x (N, K) . wb^T
-        onednn::matmul_bf16(N, r1 - r0, K, s.act_bf16.data(), K, wb, K, /*b_rows_are_n=*/true, outs[i].y + r0, R,
-                            false);
+        onednn::matmul_bf16(N, r1 - r0, K, s.act_bf16.data(), K, wb, K, /*b_rows_are_n=*/true,
+                            outs[i].y + r0, R, false);
       }
     }
   } else {
@@ -193,16 +195,18 @@ void linear_forward_bf16_group(const LinearOut* outs, int n, const float* x, int
       for (int64_t r0 = 0; r0 < R; r0 += step) {
         const int64_t r1 = std::min(R, r0 + step);
         const float* wc = weight_rows_rounded(w, r0, r1, s.weight_f32);  // (r1 - r0, K)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N), static_cast<int>(r1 - r0),
-                    static_cast<int>(K), 1.0f, s.act_f32.data(), static_cast<int>(K), wc, static_cast<int>(K),
-                    0.0f, outs[i].y + r0, static_cast<int>(R));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N),
+                    static_cast<int>(r1 - r0), static_cast<int>(K), 1.0f, s.act_f32.data(),
+                    static_cast<int>(K), wc, static_cast<int>(K), 0.0f, outs[i].y + r0,
+                    static_cast<int>(R));
       }
     }
   }
   for (int i = 0; i < n; ++i) add_bias(outs[i].y, outs[i].bias, N, outs[i].w->rows);
 }
 
-void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N, Bf16Kernel k) {
+void linear_forward_bf16(float* y, const float* x, const StoredMatrix& w, const float* bias,
+                         int64_t N, Bf16Kernel k) {
   const LinearOut out{y, &w, bias};
   linear_forward_bf16_group(&out, 1, x, N, k);
 }

@@ -55,28 +55,29 @@ void round_row_bf16(uint16_t* out, const float* x, int64_t n) {
 
 }  // namespace
 
-LossSum lm_head_loss_backward_bf16(float* dh, const float* h, const StoredMatrix& w, const int64_t* targets,
-                                   int64_t n, float scale, Bf16Kernel k) {
+LossSum lm_head_loss_backward_bf16(float* dh, const float* h, const StoredMatrix& w,
+                                   const int64_t* targets, int64_t n, float scale, Bf16Kernel k) {
   const int64_t V = w.rows, C = w.cols;
   if (n <= 0) return {};
   for (int64_t i = 0; i < n; ++i)
     if (targets[i] >= V)
-      throw Internal("lm_head_loss_backward_bf16: target " + std::to_string(targets[i]) + " >= vocabulary " +
-                     std::to_string(V));
+      throw Internal("lm_head_loss_backward_bf16: target " + std::to_string(targets[i]) +
+                     " >= vocabulary " + std::to_string(V));
   const bool native = k == Bf16Kernel::kOneDnn;
   const int64_t tile = tile_words(n, V);
   Scratch& s = scratch();
   if (native) {
     s.h16.resize(static_cast<size_t>(n * C));
     detail::round_to_bf16(s.h16.data(), h, n * C);  // (n, C)
-    s.p16.resize(static_cast<size_t>(n * tile));   // (n, tile)
+    s.p16.resize(static_cast<size_t>(n * tile));    // (n, tile)
   } else {
     s.h32.resize(static_cast<size_t>(n * C));
     detail::round_all_through_bf16(s.h32.data(), h, n * C);  // (n, C)
-    s.p32.resize(static_cast<size_t>(n * tile));            // (n, tile)
+    s.p32.resize(static_cast<size_t>(n * tile));             // (n, tile)
   }
   s.z.resize(static_cast<size_t>(n * tile));  // (n, tile)
-  // Per row: the running max of its logits, the sum of exp(logit - max) in double, its target's logit.
+  // Per row: the running max of its logits, the sum of exp(logit - max) in double, its target's
+  // logit.
   std::vector<float> mx(static_cast<size_t>(n), 0.0f);
   std::vector<double> sum(static_cast<size_t>(n), 0.0);
   std::vector<float> zy(static_cast<size_t>(n), 0.0f);
@@ -90,11 +91,12 @@ LossSum lm_head_loss_backward_bf16(float* dh, const float* h, const StoredMatrix
     const float* wf = nullptr;     // (vt, C)
     if (native) {
       wb = detail::weight_rows_bf16(w, v0, v0 + vt, s.w16);
-      onednn::matmul_bf16(n, vt, C, s.h16.data(), C, wb, C, /*b_rows_are_n=*/true, s.z.data(), vt, false);
+      onednn::matmul_bf16(n, vt, C, s.h16.data(), C, wb, C, /*b_rows_are_n=*/true, s.z.data(), vt,
+                          false);
     } else {
       wf = detail::weight_rows_rounded(w, v0, v0 + vt, s.w32);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, vti, Ci, 1.0f, s.h32.data(), Ci, wf, Ci, 0.0f,
-                  s.z.data(), vti);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, vti, Ci, 1.0f, s.h32.data(), Ci, wf,
+                  Ci, 0.0f, s.z.data(), vti);
     }
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
@@ -114,23 +116,26 @@ LossSum lm_head_loss_backward_bf16(float* dh, const float* h, const StoredMatrix
         row_max = m;
       }
       sum[static_cast<size_t>(i)] += detail::exp_shifted_sum_f64(z, z, vt, row_max);
-      if (native) round_row_bf16(s.p16.data() + i * vt, z, vt);
+      if (native)
+        round_row_bf16(s.p16.data() + i * vt, z, vt);
       else
-        for (int64_t v = 0; v < vt; ++v) s.p32[static_cast<size_t>(i * vt + v)] = round_through_bf16(z[v]);
+        for (int64_t v = 0; v < vt; ++v)
+          s.p32[static_cast<size_t>(i * vt + v)] = round_through_bf16(z[v]);
     }
     // acc (n, C) (+)= P (n, vt) . W[v0 : v0 + vt]
     if (native)
       onednn::matmul_bf16(n, C, vt, s.p16.data(), vt, wb, C, /*b_rows_are_n=*/false, dh, C, !first);
     else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, Ci, vti, 1.0f, s.p32.data(), vti, wf, Ci,
-                  first ? 0.0f : 1.0f, dh, Ci);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, Ci, vti, 1.0f, s.p32.data(), vti,
+                  wf, Ci, first ? 0.0f : 1.0f, dh, Ci);
   }
 
   // dh_n = acc_n * scale / sum_n - scale * W[y_n]; loss_n = max + log(sum) - z[y_n].
   std::vector<double> row_loss(static_cast<size_t>(n), 0.0);
 #pragma omp parallel
   {
-    std::vector<float> wy(static_cast<size_t>(C));  // W[y] rounded through bf16, as the products read it
+    std::vector<float> wy(
+        static_cast<size_t>(C));  // W[y] rounded through bf16, as the products read it
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       float* d = dh + i * C;
@@ -140,11 +145,13 @@ LossSum lm_head_loss_backward_bf16(float* dh, const float* h, const StoredMatrix
         continue;
       }
       const double total = sum[static_cast<size_t>(i)];
-      row_loss[static_cast<size_t>(i)] =
-          static_cast<double>(mx[static_cast<size_t>(i)]) + std::log(total) - static_cast<double>(zy[static_cast<size_t>(i)]);
+      row_loss[static_cast<size_t>(i)] = static_cast<double>(mx[static_cast<size_t>(i)]) +
+                                         std::log(total) -
+                                         static_cast<double>(zy[static_cast<size_t>(i)]);
       dequantize_rows(wy.data(), w, y, y + 1);
       const float kf = static_cast<float>(static_cast<double>(scale) / total);
-      for (int64_t c = 0; c < C; ++c) d[c] = d[c] * kf - scale * round_through_bf16(wy[static_cast<size_t>(c)]);
+      for (int64_t c = 0; c < C; ++c)
+        d[c] = d[c] * kf - scale * round_through_bf16(wy[static_cast<size_t>(c)]);
     }
   }
   return detail::sum_target_rows(row_loss, targets, n);

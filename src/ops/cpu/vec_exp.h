@@ -1,6 +1,6 @@
 // exp over float arrays, 8 lanes at a time (AVX2 + FMA), for the softmaxes of attention and
-// cross-entropy and for SiLU (and their rows' max, row_max below): glibc's expf is a scalar call (~4 ns each), and a training step
-// of SmolLM2 at 4 x 256 tokens takes ~2e8 of them.
+// cross-entropy and for SiLU (and their rows' max, row_max below): glibc's expf is a scalar call
+// (~4 ns each), and a training step of SmolLM2 at 4 x 256 tokens takes ~2e8 of them.
 //
 // The vector exp is Cephes' expf (the algorithm of avx_mathfun and many BLAS-adjacent libraries):
 // n = round(x / ln 2), r = x - n ln 2 in two steps (Cody-Waite), exp(r) by a degree-6 polynomial,

@@ -1,7 +1,7 @@
-// ops::lm_head_loss_backward_bf16 (training's loss head at bf16 over vocabulary tiles), both kernels,
-// against a double-precision loss head of the bf16-rounded operands, and the three-call sequence it
-// replaces (linear_forward_bf16, cross_entropy_loss_backward, linear_backward_input_bf16) against
-// the same bound.
+// ops::lm_head_loss_backward_bf16 (training's loss head at bf16 over vocabulary tiles), both
+// kernels, against a double-precision loss head of the bf16-rounded operands, and the three-call
+// sequence it replaces (linear_forward_bf16, cross_entropy_loss_backward,
+// linear_backward_input_bf16) against the same bound.
 //
 // Tolerance, derived per element of dh_n = scale·(Σ_v p_v·W_v − W_y), p = softmax(h·Wᵀ):
 //  - each logit is an fp32 sum of C exact products: |Δz_v| <= γ(C)·Σ_c |h_c·W_vc| =: ε_v
@@ -13,8 +13,8 @@
 //  - the three-call sequence also rounds the target's (p_y − 1)·scale to bf16: 2^-8·scale·|W_yc|.
 // Hence |dh − ref| <= scale·(2^-8 + γ(V) + 4·max ε + 2^-20)·(Σ_v p_v·|W_vc| + |W_yc|). Mutations
 // that break it: the accumulator not rescaled where a row's max grows, the target's −scale·W_y
-// left out (both fail every kernel). The loss: |Δ loss_n| <= 4·max ε + 2^-20 per row (its logits' error
-// three times and the fp32 exps; the sum is in double).
+// left out (both fail every kernel). The loss: |Δ loss_n| <= 4·max ε + 2^-20 per row (its logits'
+// error three times and the fp32 exps; the sum is in double).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,8 +24,8 @@
 
 #include "core/half.h"
 #include "ops/backward.h"
-#include "ops/lm_head_loss.h"
 #include "ops/linear.h"
+#include "ops/lm_head_loss.h"
 #include "support/buffers.h"
 
 namespace medtune::ops {
@@ -36,7 +36,9 @@ double gamma(int64_t n) {
   return static_cast<double>(n) * u / (1.0 - static_cast<double>(n) * u);
 }
 
-float bf16_round(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+float bf16_round(float v) {
+  return bf16_to_f32(f32_to_bf16(v));
+}
 
 std::vector<Bf16Kernel> kernels_here() {
   std::vector<Bf16Kernel> k{Bf16Kernel::kWidenedSgemm};
@@ -48,10 +50,10 @@ std::vector<Bf16Kernel> kernels_here() {
 struct Head {
   int64_t n, V, C;
   float scale;
-  std::vector<float> h, w;           // (n, C), (V, C) fp32
-  std::vector<uint16_t> w_bf16;      // (V, C): what model::keep_bf16_copies would keep
-  std::vector<int64_t> targets;      // (n), some < 0
-  std::vector<double> ref_dh, tol;   // (n, C)
+  std::vector<float> h, w;          // (n, C), (V, C) fp32
+  std::vector<uint16_t> w_bf16;     // (V, C): what model::keep_bf16_copies would keep
+  std::vector<int64_t> targets;     // (n), some < 0
+  std::vector<double> ref_dh, tol;  // (n, C)
   double ref_loss = 0, loss_tol = 0;
   int64_t count = 0;
 
@@ -63,8 +65,16 @@ struct Head {
 };
 
 Head make_head(int64_t n, int64_t V, int64_t C, uint64_t seed) {
-  Head x{n, V, C, 0.37f, testing::random_normal(static_cast<size_t>(n * C), seed),
-         testing::random_normal(static_cast<size_t>(V * C), seed + 1), {}, {}, {}, {}};
+  Head x{n,
+         V,
+         C,
+         0.37f,
+         testing::random_normal(static_cast<size_t>(n * C), seed),
+         testing::random_normal(static_cast<size_t>(V * C), seed + 1),
+         {},
+         {},
+         {},
+         {}};
   for (float& v : x.w) v *= 0.3f;  // logits of a few units: maxima spread over the tiles
   for (float v : x.w) x.w_bf16.push_back(f32_to_bf16(v));
   for (int64_t i = 0; i < n; ++i) x.targets.push_back(i % 7 == 3 ? -100 : (i * 7919) % V);
@@ -96,7 +106,8 @@ Head make_head(int64_t n, int64_t V, int64_t C, uint64_t seed) {
     x.loss_tol += 4 * eps + std::ldexp(1.0, -20);
     x.count += 1;
     const double u = u8 + gV + 4 * eps + std::ldexp(1.0, -20);
-    for (int64_t v = 0; v < V; ++v) z[static_cast<size_t>(v)] = std::exp(z[static_cast<size_t>(v)] - mx) / sum;
+    for (int64_t v = 0; v < V; ++v)
+      z[static_cast<size_t>(v)] = std::exp(z[static_cast<size_t>(v)] - mx) / sum;
     for (int64_t c = 0; c < C; ++c) {
       double g = 0, bound = 0;
       for (int64_t v = 0; v < V; ++v) {
@@ -106,14 +117,16 @@ Head make_head(int64_t n, int64_t V, int64_t C, uint64_t seed) {
       }
       const double wy = wr[static_cast<size_t>(y * C + c)];
       x.ref_dh[static_cast<size_t>(i * C + c)] = static_cast<double>(x.scale) * (g - wy);
-      x.tol[static_cast<size_t>(i * C + c)] = static_cast<double>(x.scale) * u * (bound + std::fabs(wy));
+      x.tol[static_cast<size_t>(i * C + c)] =
+          static_cast<double>(x.scale) * u * (bound + std::fabs(wy));
     }
   }
   return x;
 }
 
 // Worst |got - ref| / tol over dh (<= 1 passes), and the loss check.
-void expect_within(const Head& x, const std::vector<float>& dh, const LossSum& loss, const std::string& what) {
+void expect_within(const Head& x, const std::vector<float>& dh, const LossSum& loss,
+                   const std::string& what) {
   double worst = 0;
   for (size_t i = 0; i < dh.size(); ++i) {
     const double err = std::fabs(static_cast<double>(dh[i]) - x.ref_dh[i]);
@@ -132,9 +145,10 @@ TEST(LmHeadLossBf16, WithinTheDerivedBoundOverSeveralTiles) {
   for (Bf16Kernel k : kernels_here())
     for (bool copy : {false, true}) {
       std::vector<float> dh(static_cast<size_t>(x.n * x.C), NAN);
-      const LossSum loss = lm_head_loss_backward_bf16(dh.data(), x.h.data(), x.matrix(copy), x.targets.data(),
-                                                      x.n, x.scale, k);
-      expect_within(x, dh, loss, std::string(bf16_kernel_name(k)) + (copy ? ", kept bf16 copy" : ""));
+      const LossSum loss = lm_head_loss_backward_bf16(dh.data(), x.h.data(), x.matrix(copy),
+                                                      x.targets.data(), x.n, x.scale, k);
+      expect_within(x, dh, loss,
+                    std::string(bf16_kernel_name(k)) + (copy ? ", kept bf16 copy" : ""));
     }
 }
 
@@ -145,8 +159,8 @@ TEST(LmHeadLossBf16, TheThreeCallSequenceMeetsTheSameBound) {
   for (Bf16Kernel k : kernels_here()) {
     std::vector<float> logits(static_cast<size_t>(x.n * x.V)), dh(static_cast<size_t>(x.n * x.C));
     linear_forward_bf16(logits.data(), x.h.data(), x.matrix(false), nullptr, x.n, k);
-    const LossSum loss =
-        cross_entropy_loss_backward(logits.data(), logits.data(), x.targets.data(), x.n, x.V, x.scale);
+    const LossSum loss = cross_entropy_loss_backward(logits.data(), logits.data(), x.targets.data(),
+                                                     x.n, x.V, x.scale);
     linear_backward_input_bf16(dh.data(), logits.data(), x.matrix(false), x.n, false, k);
     expect_within(x, dh, loss, std::string("three calls, ") + bf16_kernel_name(k));
   }
@@ -157,8 +171,8 @@ TEST(LmHeadLossBf16, OneTileAndFewRows) {
   const Head x = make_head(4, 300, 40, 7);
   for (Bf16Kernel k : kernels_here()) {
     std::vector<float> dh(static_cast<size_t>(x.n * x.C), NAN);
-    const LossSum loss =
-        lm_head_loss_backward_bf16(dh.data(), x.h.data(), x.matrix(false), x.targets.data(), x.n, x.scale, k);
+    const LossSum loss = lm_head_loss_backward_bf16(dh.data(), x.h.data(), x.matrix(false),
+                                                    x.targets.data(), x.n, x.scale, k);
     expect_within(x, dh, loss, bf16_kernel_name(k));
   }
 }
