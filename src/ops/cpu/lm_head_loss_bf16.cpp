@@ -134,8 +134,8 @@ LossSum lm_head_loss_backward_bf16(float* dh, const float* h, const StoredMatrix
   std::vector<double> row_loss(static_cast<size_t>(n), 0.0);
 #pragma omp parallel
   {
-    std::vector<float> wy(
-        static_cast<size_t>(C));  // W[y] rounded through bf16, as the products read it
+    // W[y], dequantized here and rounded through bf16 below, as the products read it.
+    std::vector<float> wy(static_cast<size_t>(C));
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       float* d = dh + i * C;
