@@ -172,33 +172,31 @@ void linear_forward_bf16_group(const LinearOut* outs, int n, const float* x, int
     s.act_f32.resize(static_cast<size_t>(N * K));
     round_all_through_bf16(s.act_f32.data(), x, N * K);  // (N, K)
     for (int i = 0; i < n; ++i) forward_fused_rows(outs[i].y, s.act_f32.data(), *outs[i].w, N);
-  } else if (k == Bf16Kernel::kOneDnn) {
-    s.act_bf16.resize(static_cast<size_t>(N * K));
-    round_to_bf16(s.act_bf16.data(), x, N * K);  // (N, K)
-    for (int i = 0; i < n; ++i) {
-      const StoredMatrix& w = *outs[i].w;
-      const int64_t R = w.rows, step = chunk_rows(w);
-      for (int64_t r0 = 0; r0 < R; r0 += step) {
-        const int64_t r1 = std::min(R, r0 + step);
-        const uint16_t* wb = weight_rows_bf16(w, r0, r1, s.weight_bf16);  // (r1 - r0, K)
-        // y[:, r0:r1] (N, r1 - r0) = x (N, K) . wb^T
-        onednn::matmul_bf16(N, r1 - r0, K, s.act_bf16.data(), K, wb, K, /*b_rows_are_n=*/true,
-                            outs[i].y + r0, R, false);
-      }
-    }
   } else {
-    s.act_f32.resize(static_cast<size_t>(N * K));
-    round_all_through_bf16(s.act_f32.data(), x, N * K);  // (N, K)
+    const bool native = k == Bf16Kernel::kOneDnn;
+    if (native) {
+      s.act_bf16.resize(static_cast<size_t>(N * K));
+      round_to_bf16(s.act_bf16.data(), x, N * K);  // (N, K)
+    } else {
+      s.act_f32.resize(static_cast<size_t>(N * K));
+      round_all_through_bf16(s.act_f32.data(), x, N * K);  // (N, K)
+    }
     for (int i = 0; i < n; ++i) {
       const StoredMatrix& w = *outs[i].w;
       const int64_t R = w.rows, step = chunk_rows(w);
       for (int64_t r0 = 0; r0 < R; r0 += step) {
         const int64_t r1 = std::min(R, r0 + step);
-        const float* wc = weight_rows_rounded(w, r0, r1, s.weight_f32);  // (r1 - r0, K)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N),
-                    static_cast<int>(r1 - r0), static_cast<int>(K), 1.0f, s.act_f32.data(),
-                    static_cast<int>(K), wc, static_cast<int>(K), 0.0f, outs[i].y + r0,
-                    static_cast<int>(R));
+        float* y = outs[i].y + r0;  // y[:, r0:r1] (N, r1 - r0) = x (N, K) . W[r0:r1]^T
+        if (native) {
+          const uint16_t* wb = weight_rows_bf16(w, r0, r1, s.weight_bf16);  // (r1 - r0, K)
+          onednn::matmul_bf16(N, r1 - r0, K, s.act_bf16.data(), K, wb, K, /*b_rows_are_n=*/true,
+                              y, R, false);
+        } else {
+          const float* wc = weight_rows_rounded(w, r0, r1, s.weight_f32);  // (r1 - r0, K)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N),
+                      static_cast<int>(r1 - r0), static_cast<int>(K), 1.0f, s.act_f32.data(),
+                      static_cast<int>(K), wc, static_cast<int>(K), 0.0f, y, static_cast<int>(R));
+        }
       }
     }
   }
