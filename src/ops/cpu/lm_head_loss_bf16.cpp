@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,16 +39,6 @@ struct Scratch {
 Scratch& scratch() {
   thread_local Scratch s;
   return s;
-}
-
-// out (n) = x rounded to bf16, on the calling thread (rows of a tile, inside a parallel loop).
-void round_row_bf16(uint16_t* out, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float r = round_through_bf16(x[i]);
-    uint32_t u;
-    std::memcpy(&u, &r, 4);
-    out[i] = static_cast<uint16_t>(u >> 16);
-  }
 }
 
 }  // namespace
@@ -116,12 +104,10 @@ LossSum lm_head_loss_backward_bf16(float* dh, const float* h, const StoredMatrix
         row_max = m;
       }
       sum[static_cast<size_t>(i)] += detail::exp_shifted_sum_f64(z, z, vt, row_max);
-      if (native)
-        round_row_bf16(s.p16.data() + i * vt, z, vt);
-      else
-        for (int64_t v = 0; v < vt; ++v)
-          s.p32[static_cast<size_t>(i * vt + v)] = round_through_bf16(z[v]);
     }
+    // P (n, vt) = the exps rounded to bf16, the second product's operand.
+    if (native) detail::round_to_bf16(s.p16.data(), s.z.data(), n * vt);
+    else detail::round_all_through_bf16(s.p32.data(), s.z.data(), n * vt);
     // acc (n, C) (+)= P (n, vt) . W[v0 : v0 + vt]
     if (native)
       onednn::matmul_bf16(n, C, vt, s.p16.data(), vt, wb, C, /*b_rows_are_n=*/false, dh, C, !first);
