@@ -218,7 +218,7 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
     return;
   }
   be.swiglu_forward(h, a.gate.data(), a.up.data(), M * F);
-  project_forward(be, proj, h, w.down, nullptr, call.lora_at(Proj::down), sc,
+  project_forward(be, proj, h, w.down, nullptr, down, sc,
                   call.dropout(Proj::down), u(Proj::down), xd, M);
   // x_out = x_mid + down_proj(...), at the M rows (fp32 addition commutes: proj + x_mid is x_mid + proj).
   if (x_is_mid) {
