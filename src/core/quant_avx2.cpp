@@ -194,6 +194,15 @@ void dequantize_blocks(const uint8_t* p, float* y, int64_t n) {
 // "Cost"). A prefetch past the end of the weights is harmless (it never faults).
 constexpr int64_t kPrefetchBytes = 8192;
 
+// Asks for the cache lines of [p, p + bytes) kPrefetchBytes ahead. The row kernels below, which
+// decode calls one row after another, waited on their loads without it: SmolLM2's fp32 decode
+// went from 61 to 108 tokens/s on an Intel Xeon (BENCHMARKS.md, session 40); the hardware
+// prefetcher does not run far enough ahead of rows of a few hundred bytes.
+inline void prefetch_ahead(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + o + kPrefetchBytes), _MM_HINT_T0);
+}
+
 // lanes[(j * M + t) * 8 + l] for rows j < nw of the tile (NW rows from `w`, stride row_bytes;
 // rows past nw repeat the last and are not stored) and tokens t < M: lane l of
 // acc = fma(value[k], x_t[k], acc) over k = l, l + 8, ... ascending, the 8-lane order of
@@ -296,13 +305,15 @@ inline __m256 block_dot(const Block32& q, const float* x) {
 // Plain types: four independent 8-lane accumulators; `load(i)` gives 8 floats of the row.
 template <typename Load>
 float dot_plain(const float* x, int64_t n, Load load, float (*scalar_at)(const uint8_t*, int64_t),
-                const uint8_t* p) {
+                const uint8_t* p, int64_t elem_bytes) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
+  for (; i + 32 <= n; i += 32) {
+    prefetch_ahead(p + i * elem_bytes, 32 * elem_bytes);
     for (int k = 0; k < 4; ++k)
       acc[k] = _mm256_fmadd_ps(load(i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+  }
   for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), acc[0]);
   float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
   for (; i < n; ++i) s += scalar_at(p, i) * x[i];
@@ -328,10 +339,10 @@ float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int6
     case DType::F32:
       return dot_plain(
           x, n, [p](int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i); },
-          f32_at, p);
+          f32_at, p, 4);
     case DType::F16:
       return dot_plain(
-          x, n, [p](int64_t i) { return _mm256_cvtph_ps(load128(p + 2 * i)); }, f16_at, p);
+          x, n, [p](int64_t i) { return _mm256_cvtph_ps(load128(p + 2 * i)); }, f16_at, p, 2);
     case DType::BF16:
       return dot_plain(
           x, n,
@@ -339,18 +350,22 @@ float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int6
             return _mm256_castsi256_ps(
                 _mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p + 2 * i)), 16));
           },
-          bf16_at, p);
+          bf16_at, p, 2);
     case DType::Q8_0: {
       __m256 acc = _mm256_setzero_ps();
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ8_0Bytes, x += kQK)
+      for (int64_t b = 0; b < n / kQK; ++b, p += kQ8_0Bytes, x += kQK) {
+        prefetch_ahead(p, kQ8_0Bytes);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16_fast(p)), block_dot(q8_0_values(p), x), acc);
+      }
       return hsum(acc);
     }
     case DType::Q4_0: {
       __m256 acc = _mm256_setzero_ps();
-      for (int64_t b = 0; b < n / kQK; ++b, p += kQ4_0Bytes, x += kQK)
+      for (int64_t b = 0; b < n / kQK; ++b, p += kQ4_0Bytes, x += kQK) {
+        prefetch_ahead(p, kQ4_0Bytes);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(load_f16_fast(p)),
                               block_dot(q4_values(p + 2, true), x), acc);
+      }
       return hsum(acc);
     }
     case DType::Q4_1: {
@@ -359,6 +374,7 @@ float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int6
       __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                        _mm256_setzero_ps()};
       for (int64_t b = 0; b < n / kQK; ++b, p += kQ4_1Bytes, x += kQK) {
+        prefetch_ahead(p, kQ4_1Bytes);
         const __m256 d = _mm256_set1_ps(load_f16_fast(p));
         const __m256 m = _mm256_set1_ps(load_f16_fast(p + 2));
         const Block32 q = q4_values(p + 4, false);
@@ -373,6 +389,7 @@ float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int6
       __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                        _mm256_setzero_ps()};
       for (int64_t b = 0; b < n / kQKK; ++b, p += kQ4_KBytes) {
+        prefetch_ahead(p, kQ4_KBytes);
         float ds[8], dm[8];
         quant_detail::q4k_block_factors(p, load_f16_fast(p), load_f16_fast(p + 2), ds, dm);
         const uint8_t* qs = p + 16;
@@ -393,6 +410,7 @@ float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int6
     case DType::Q6_K: {
       __m256 acc = _mm256_setzero_ps();
       for (int64_t b = 0; b < n / kQKK; ++b, p += kQ6_KBytes) {
+        prefetch_ahead(p, kQ6_KBytes);
         const float d = load_f16_fast(p + 208);
         const int8_t* sc = reinterpret_cast<const int8_t*>(p + 192);
         for (int h = 0; h < 2; ++h) {
