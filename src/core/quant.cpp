@@ -173,8 +173,11 @@ void dequantize_row_scalar(DType t, const void* src, float* y, int64_t n) {
 
 // One fp32 multiply-add per element, in element order: dequantize (exactly as above) and
 // accumulate. Slow, obviously right, and the reference the fast path is tested against.
-float dot_row_scalar(DType t, const void* src, const float* x, int64_t n) {
-  check_n("dot_row", t, n);
+namespace {
+// dot_row_scalar and dot_row_bf16_scalar: one block (or 256 plain elements) dequantized at a
+// time, each value rounded through bf16 where `bf16`, products added in element order.
+float dot_row_scalar_impl(DType t, const void* src, const float* x, int64_t n, bool bf16) {
+  check_n(bf16 ? "dot_row_bf16" : "dot_row", t, n);
   float acc = 0.0f;
   float tmp[kQKK];  // one block, not a row
   const int64_t be = dtype_block_elems(t);
@@ -184,9 +187,19 @@ float dot_row_scalar(DType t, const void* src, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; i += step) {
     const int64_t m = n - i < step ? n - i : step;
     dequantize_row_scalar(t, p + i / be * bb, tmp, m);
+    if (bf16)
+      for (int64_t j = 0; j < m; ++j) tmp[j] = round_through_bf16(tmp[j]);
     for (int64_t j = 0; j < m; ++j) acc += tmp[j] * x[i + j];
   }
   return acc;
+}
+}  // namespace
+
+float dot_row_scalar(DType t, const void* src, const float* x, int64_t n) {
+  return dot_row_scalar_impl(t, src, x, n, false);
+}
+float dot_row_bf16_scalar(DType t, const void* src, const float* x, int64_t n) {
+  return dot_row_scalar_impl(t, src, x, n, true);
 }
 
 bool has_simd() {
@@ -195,6 +208,9 @@ bool has_simd() {
 
 float load_f16_scalar(const uint8_t* p) {
   return load_f16(p);
+}
+float round_bf16_scalar(float f) {
+  return round_through_bf16(f);
 }
 float load_bf16_scalar(const uint8_t* p) {
   uint16_t h;
@@ -229,6 +245,12 @@ float dot_row(DType t, const void* src, const float* x, int64_t n) {
   if (!use_avx2() || !avx2_dtype(t)) return quant_detail::dot_row_scalar(t, src, x, n);
   check_n("dot_row", t, n);
   return quant_detail::dot_row_avx2(t, static_cast<const uint8_t*>(src), x, n);
+}
+
+float dot_row_bf16(DType t, const void* src, const float* x, int64_t n) {
+  if (!use_avx2() || !avx2_dtype(t)) return quant_detail::dot_row_bf16_scalar(t, src, x, n);
+  check_n("dot_row_bf16", t, n);
+  return quant_detail::dot_row_bf16_avx2(t, static_cast<const uint8_t*>(src), x, n);
 }
 
 bool dot_lanes8(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const float* const* x, int ntok,

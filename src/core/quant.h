@@ -16,6 +16,12 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 // Equal to dequantize_row followed by a dot product up to fp32 summation order.
 float dot_row(DType t, const void* src, const float* x, int64_t n);
 
+// dot_row with every dequantized value first rounded to bf16 (core/half.h round_through_bf16,
+// round to nearest even) and x used as given: the decode path of `precision: bf16`, whose caller
+// rounds x. Each product of two bf16 values is exact in fp32, so this equals the exact dot of
+// the rounded values up to fp32 summation order. Same types as dot_row.
+float dot_row_bf16(DType t, const void* src, const float* x, int64_t n);
+
 // The 8-lane partial sums of dequantize_row(row j) . x_t, without writing the row out: for rows
 // j < nrows (at w + j * row_bytes) and tokens t < ntok (1..4), lanes[(j * ntok + t) * 8 + l] is
 // acc after acc = fma(value[k], x_t[k], acc) for k = l, l + 8, l + 16, ... < n, ascending, from

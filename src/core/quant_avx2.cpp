@@ -437,6 +437,94 @@ float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int6
   }
 }
 
+namespace {
+
+// core/half.h's round_through_bf16 on 8 finite lanes, the same bits: round to nearest even at
+// bit 16, an integer add of 0x7fff plus the kept part's lowest bit (which may carry into the
+// exponent: the largest values round to inf, as they should).
+inline __m256 round_bf16_finite(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+  return _mm256_castsi256_ps(_mm256_and_si256(sum, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+// The same for any lanes: a NaN stays a NaN, quieted as round_through_bf16 does (the add could
+// carry a NaN's payload into the exponent or the sign).
+inline __m256 round_bf16(__m256 v) {
+  const __m256i quiet = _mm256_and_si256(_mm256_or_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x00400000)),
+                                         _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+  return _mm256_blendv_ps(round_bf16_finite(v), _mm256_castsi256_ps(quiet), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+// Whether every value of block p is finite, from its f16 scales alone: a quant times a finite
+// scale, plus a finite offset, stays finite (the largest, 65504 * 128 or 65504 * 15 + 65504,
+// is far from FLT_MAX), while an inf or NaN scale gives inf or NaN values (inf * 0 = NaN).
+template <DType T>
+inline bool finite_scales(const uint8_t* p) {
+  const auto finite = [](const uint8_t* h) { return (h[1] & 0x7c) != 0x7c; };  // exponent < 31
+  if constexpr (T == DType::Q6_K) return finite(p + 208);
+  else if constexpr (T == DType::Q4_1 || T == DType::Q4_K) return finite(p) && finite(p + 2);
+  else return finite(p);  // Q8_0, Q4_0
+}
+
+// Quantized rows: decode_block's exact values (dequantize_row's), each rounded, times x; four
+// 8-lane accumulators, element i of a block into accumulator (i / 8) % 4. A block with an inf or
+// NaN scale takes the rounding that keeps NaNs (the only blocks that can have them).
+template <DType T>
+float dot_blocks_bf16(const uint8_t* p, const float* x, int64_t n) {
+  constexpr int64_t E = BlockOf<T>::elems, B = BlockOf<T>::bytes;
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  for (int64_t b = 0; b < n / E; ++b, p += B, x += E) {
+    prefetch_ahead(p, B);
+    if (finite_scales<T>(p)) {
+      decode_block<T>(p, [&acc, x](int i, __m256 v) {
+        __m256& a = acc[(i / 8) % 4];
+        a = _mm256_fmadd_ps(round_bf16_finite(v), _mm256_loadu_ps(x + i), a);
+      });
+    } else {
+      decode_block<T>(p, [&acc, x](int i, __m256 v) {
+        __m256& a = acc[(i / 8) % 4];
+        a = _mm256_fmadd_ps(round_bf16(v), _mm256_loadu_ps(x + i), a);
+      });
+    }
+  }
+  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+float f32_at_bf16(const uint8_t* p, int64_t i) {
+  return quant_detail::round_bf16_scalar(f32_at(p, i));
+}
+float f16_at_bf16(const uint8_t* p, int64_t i) {
+  return quant_detail::round_bf16_scalar(f16_at(p, i));
+}
+
+}  // namespace
+
+float quant_detail::dot_row_bf16_avx2(DType t, const uint8_t* p, const float* x, int64_t n) {
+  switch (t) {
+    case DType::F32:
+      return dot_plain(
+          x, n,
+          [p](int64_t i) {
+            return round_bf16(_mm256_loadu_ps(reinterpret_cast<const float*>(p) + i));
+          },
+          f32_at_bf16, p, 4);
+    case DType::F16:
+      return dot_plain(
+          x, n, [p](int64_t i) { return round_bf16(_mm256_cvtph_ps(load128(p + 2 * i))); },
+          f16_at_bf16, p, 2);
+    case DType::BF16: return dot_row_avx2(t, p, x, n);  // bf16 values already: rounding keeps them
+    case DType::Q8_0: return dot_blocks_bf16<DType::Q8_0>(p, x, n);
+    case DType::Q4_0: return dot_blocks_bf16<DType::Q4_0>(p, x, n);
+    case DType::Q4_1: return dot_blocks_bf16<DType::Q4_1>(p, x, n);
+    case DType::Q4_K: return dot_blocks_bf16<DType::Q4_K>(p, x, n);
+    case DType::Q6_K: return dot_blocks_bf16<DType::Q6_K>(p, x, n);
+    default: return quant_detail::dot_row_bf16_scalar(t, p, x, n);  // throws: the caller checked
+  }
+}
+
 }  // namespace medtune
 
 #endif  // __x86_64__
@@ -449,6 +537,9 @@ void quant_detail::dequantize_row_avx2(DType t, const uint8_t* p, float* y, int6
 }
 float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int64_t n) {
   return dot_row_scalar(t, p, x, n);
+}
+float quant_detail::dot_row_bf16_avx2(DType t, const uint8_t* p, const float* x, int64_t n) {
+  return dot_row_bf16_scalar(t, p, x, n);
 }
 bool quant_detail::dot_lanes8_avx2(DType, const uint8_t*, int64_t, int64_t, const float* const*, int, int64_t, float*) {
   return false;

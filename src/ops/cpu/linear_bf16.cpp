@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/quant.h"
 #include "ops/cpu/bf16_rows.h"
 #include "ops/cpu/onednn_matmul.h"
 #include "ops/linear.h"
@@ -118,7 +119,15 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 }
 
 // y (N, rows) = xr (N, cols) . bf16(W)^T for N <= kGemvMaxTokens; xr already rounded through bf16.
+// Each row decoded, rounded and multiplied in registers (core/quant.h dot_row_bf16); NF4, which
+// has no such kernel, through a row buffer.
 void forward_fused_rows(float* y, const float* xr, const StoredMatrix& w, int64_t N) {
+  if (w.dtype != DType::NF4) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < w.rows; ++r)
+      for (int64_t n = 0; n < N; ++n) y[n * w.rows + r] = dot_row_bf16(w.dtype, w.row(r), xr + n * w.cols, w.cols);
+    return;
+  }
 #pragma omp parallel
   {
     thread_local std::vector<float> row;

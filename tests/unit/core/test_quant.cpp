@@ -24,6 +24,7 @@
 namespace medtune::quant_detail {
 void dequantize_row_scalar(DType t, const void* src, float* dst, int64_t n);
 float dot_row_scalar(DType t, const void* src, const float* x, int64_t n);
+float dot_row_bf16_scalar(DType t, const void* src, const float* x, int64_t n);
 bool has_simd();
 }  // namespace medtune::quant_detail
 
@@ -109,8 +110,13 @@ TEST_P(Quant, DequantizeInPiecesMatches) {
 //     |dot_row - exact| <= (n + 8) * eps * sum_i |value_i * x_i|,   eps = 2^-23 = 2u
 // (eps rather than u leaves a factor 2 for the 1/(1-k*u)), plus (n + 8) * the smallest
 // subnormal for products that underflow (gradual underflow adds an absolute error per operation).
-void check_dot(DType t, const std::vector<uint8_t>& blocks, const std::vector<float>& deq,
-               int64_t n, uint64_t seed) {
+// With bf16, the same for dot_row_bf16 against the exact dot of the values rounded to bf16 (whose
+// products with x are the fp32 products the kernels add: the same bound).
+void check_dot(DType t, const std::vector<uint8_t>& blocks, const std::vector<float>& deq_in,
+               int64_t n, uint64_t seed, bool bf16 = false) {
+  std::vector<float> deq = deq_in;
+  if (bf16)
+    for (float& v : deq) v = round_through_bf16(v);
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(n));
@@ -124,25 +130,50 @@ void check_dot(DType t, const std::vector<uint8_t>& blocks, const std::vector<fl
   const double eps = std::numeric_limits<float>::epsilon();
   const double tol = static_cast<double>(n + 8) *
                      (eps * mag + static_cast<double>(std::numeric_limits<float>::denorm_min()));
-  const double fast = dot_row(t, blocks.data(), x.data(), n);
-  const double ref = quant_detail::dot_row_scalar(t, blocks.data(), x.data(), n);
+  const double fast = bf16 ? dot_row_bf16(t, blocks.data(), x.data(), n)
+                           : dot_row(t, blocks.data(), x.data(), n);
+  const double ref = bf16 ? quant_detail::dot_row_bf16_scalar(t, blocks.data(), x.data(), n)
+                          : quant_detail::dot_row_scalar(t, blocks.data(), x.data(), n);
   EXPECT_LE(std::fabs(fast - exact), tol)
-      << dtype_name(t) << " n=" << n << " fast=" << fast << " exact=" << exact;
+      << dtype_name(t) << " n=" << n << " fast=" << fast << " exact=" << exact << " bf16=" << bf16;
   EXPECT_LE(std::fabs(ref - exact), tol)
-      << dtype_name(t) << " n=" << n << " scalar=" << ref << " exact=" << exact;
+      << dtype_name(t) << " n=" << n << " scalar=" << ref << " exact=" << exact << " bf16=" << bf16;
 }
 
 TEST_P(Quant, DotRowMatchesDoublePrecisionDot) {
   const Fixture fx = load(GetParam());
   const int64_t be = dtype_block_elems(fx.t);
-  for (int64_t n : {be, 2 * be, int64_t{256}, int64_t{512}, kN}) {
-    if (n % be == 0 && n <= kN)
-      check_dot(fx.t, fx.blocks, fx.expected, n, static_cast<uint64_t>(n));
+  for (bool bf16 : {false, true}) {
+    for (int64_t n : {be, 2 * be, int64_t{256}, int64_t{512}, kN}) {
+      if (n % be == 0 && n <= kN)
+        check_dot(fx.t, fx.blocks, fx.expected, n, static_cast<uint64_t>(n), bf16);
+    }
+    if (be == 1) {  // plain types: every tail length of the 32-wide SIMD loop
+      for (int64_t n = 1; n <= 70; ++n)
+        check_dot(fx.t, fx.blocks, fx.expected, n, 1000 + static_cast<uint64_t>(n), bf16);
+    }
   }
-  if (be == 1) {  // plain types: every tail length of the 32-wide SIMD loop
-    for (int64_t n = 1; n <= 70; ++n)
-      check_dot(fx.t, fx.blocks, fx.expected, n, 1000 + static_cast<uint64_t>(n));
+}
+
+// dot_row_bf16 against a one-hot x: the sum is the one rounded value alone (the other products
+// are zeros), so every element of the row must come out as round_through_bf16 of its dequantized
+// value exactly: a value left unrounded, rounded the wrong way at a tie, or read from the wrong
+// position fails, which the summation bound above is too loose to see.
+TEST_P(Quant, DotRowBf16RoundsEveryValue) {
+  const Fixture fx = load(GetParam());
+  std::vector<float> x(kN, 0.0f);
+  int64_t changed = 0;  // values that rounding moves: the check has teeth only where there are some
+  for (int64_t i = 0; i < kN; ++i) {
+    x[static_cast<size_t>(i)] = 1.0f;
+    const float want = round_through_bf16(fx.expected[static_cast<size_t>(i)]);
+    changed += want != fx.expected[static_cast<size_t>(i)];
+    ASSERT_EQ(dot_row_bf16(fx.t, fx.blocks.data(), x.data(), kN), want) << dtype_name(fx.t) << " element " << i;
+    ASSERT_EQ(quant_detail::dot_row_bf16_scalar(fx.t, fx.blocks.data(), x.data(), kN), want)
+        << dtype_name(fx.t) << " element " << i;
+    x[static_cast<size_t>(i)] = 0.0f;
   }
+  if (GetParam() == DType::BF16) EXPECT_EQ(changed, 0);  // stored bf16: nothing to round
+  else EXPECT_GT(changed, kN / 2) << dtype_name(fx.t);
 }
 
 // dot_row reads only x[0, n) and its row (ASan/valgrind catch overreads; here: exact n = 0).
@@ -157,6 +188,44 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, Quant, ::testing::ValuesIn(kTypes),
                            return std::string(dtype_name(i.param));
                          });
 
+// Values the rounding must carry as round_through_bf16 does: ties to even, the largest finite
+// values rounding up to inf, NaN payloads that an integer add would carry into the exponent or
+// the sign, inf; and quantized blocks whose scale is inf or NaN (the kernels' slow path).
+TEST(QuantBf16, SpecialValuesRoundAsTheScalarRounding) {
+  const uint32_t bits[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0xff7fffffu, 0x7f800001u,
+                           0x7fffffffu, 0xffffffffu, 0x7f800000u, 0x00000001u, 0x80008000u,
+                           0x7f7f8000u, 0x3f80ffffu};
+  // One special value at a time (0 times inf or NaN elsewhere would be NaN), at a position in the
+  // kernels' 32-wide loop and one in their tail (n = 70).
+  for (const uint32_t b : bits)
+    for (const int64_t pos : {int64_t{5}, int64_t{45}, int64_t{67}}) {
+      std::vector<float> row(70, 0.5f), x(70, 0.0f);
+      std::memcpy(&row[static_cast<size_t>(pos)], &b, 4);
+      x[static_cast<size_t>(pos)] = 1.0f;
+      const float want = round_through_bf16(row[static_cast<size_t>(pos)]);
+      for (const float got : {dot_row_bf16(DType::F32, row.data(), x.data(), 70),
+                              quant_detail::dot_row_bf16_scalar(DType::F32, row.data(), x.data(), 70)}) {
+        if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << std::hex << b << " at " << pos;
+        else EXPECT_EQ(got, want) << std::hex << b << " at " << pos;
+      }
+    }
+  // Q8_0 blocks (34 bytes: f16 scale, 32 int8 quants of 1), one at a time: an inf scale gives
+  // inf, NaN scales NaN (0x7fff: a payload that the finite rounding would carry into the sign,
+  // giving -0), a finite one its exact sum. x = 1: every product is the rounded value.
+  const std::vector<float> ones(32, 1.0f);
+  for (const uint16_t scale : {uint16_t{0x7c00}, uint16_t{0x7e00}, uint16_t{0x7fff}, uint16_t{0xffff},
+                               uint16_t{0x3c00}}) {
+    std::vector<uint8_t> q8(34, 1);
+    std::memcpy(q8.data(), &scale, 2);
+    for (const float got : {dot_row_bf16(DType::Q8_0, q8.data(), ones.data(), 32),
+                            quant_detail::dot_row_bf16_scalar(DType::Q8_0, q8.data(), ones.data(), 32)}) {
+      if (scale == 0x7c00) EXPECT_EQ(got, std::numeric_limits<float>::infinity());
+      else if (scale == 0x3c00) EXPECT_EQ(got, 32.0f);
+      else EXPECT_TRUE(std::isnan(got)) << std::hex << scale << ": " << got;
+    }
+  }
+}
+
 TEST(QuantErrors, UnsupportedTypeAndBadLength) {
   float out[32];
   const uint8_t buf[64] = {};
@@ -164,6 +233,8 @@ TEST(QuantErrors, UnsupportedTypeAndBadLength) {
   EXPECT_THROW(dot_row(DType::I32, buf, out, 4), Internal);
   EXPECT_THROW(dequantize_row(DType::Q8_0, buf, out, 16), Internal);  // not a whole block
   EXPECT_THROW(dot_row(DType::Q4_K, buf, out, 32), Internal);
+  EXPECT_THROW(dot_row_bf16(DType::I32, buf, out, 4), Internal);
+  EXPECT_THROW(dot_row_bf16(DType::Q4_K, buf, out, 32), Internal);
   EXPECT_THROW(quant_detail::dequantize_row_scalar(DType::I64, buf, out, 4), Internal);
 }
 

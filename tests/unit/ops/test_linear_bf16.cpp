@@ -168,7 +168,7 @@ TEST(LinearBf16, ForwardWithinFp32SumBoundOfRoundedOperands) {
                          Case{DType::Q8_0, 600, 4096}, Case{DType::NF4, 96, 512}, Case{DType::F16, 40, 8192}}) {
     const Weight w = make_weight(cs.t, cs.R, cs.K, 11);
     const std::vector<float> bias = normal(cs.R, 12);
-    for (int64_t N : {1, 5, 67}) {
+    for (int64_t N : {1, 3, 5, 67}) {  // 1 and 3: the decode path (rows decoded in registers)
       const std::vector<float> x = normal(N * cs.K, 13 + static_cast<uint64_t>(N));
       const Exact e = forward_exact(x, w, bias.data(), N);
       for (Bf16Kernel k : kernels_here()) {
