@@ -446,15 +446,18 @@ inline __m256 round_bf16_finite(__m256 v) {
   const __m256i u = _mm256_castps_si256(v);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
-  return _mm256_castsi256_ps(_mm256_and_si256(sum, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(sum, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
 // The same for any lanes: a NaN stays a NaN, quieted as round_through_bf16 does (the add could
 // carry a NaN's payload into the exponent or the sign).
 inline __m256 round_bf16(__m256 v) {
-  const __m256i quiet = _mm256_and_si256(_mm256_or_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x00400000)),
-                                         _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
-  return _mm256_blendv_ps(round_bf16_finite(v), _mm256_castsi256_ps(quiet), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256i quiet =
+      _mm256_and_si256(_mm256_or_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x00400000)),
+                       _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+  return _mm256_blendv_ps(round_bf16_finite(v), _mm256_castsi256_ps(quiet),
+                          _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
 // Whether every value of block p is finite, from its f16 scales alone: a quant times a finite
@@ -463,9 +466,12 @@ inline __m256 round_bf16(__m256 v) {
 template <DType T>
 inline bool finite_scales(const uint8_t* p) {
   const auto finite = [](const uint8_t* h) { return (h[1] & 0x7c) != 0x7c; };  // exponent < 31
-  if constexpr (T == DType::Q6_K) return finite(p + 208);
-  else if constexpr (T == DType::Q4_1 || T == DType::Q4_K) return finite(p) && finite(p + 2);
-  else return finite(p);  // Q8_0, Q4_0
+  if constexpr (T == DType::Q6_K)
+    return finite(p + 208);
+  else if constexpr (T == DType::Q4_1 || T == DType::Q4_K)
+    return finite(p) && finite(p + 2);
+  else
+    return finite(p);  // Q8_0, Q4_0
 }
 
 // Quantized rows: decode_block's exact values (dequantize_row's), each rounded, times x; four
@@ -515,13 +521,20 @@ float quant_detail::dot_row_bf16_avx2(DType t, const uint8_t* p, const float* x,
       return dot_plain(
           x, n, [p](int64_t i) { return round_bf16(_mm256_cvtph_ps(load128(p + 2 * i))); },
           f16_at_bf16, p, 2);
-    case DType::BF16: return dot_row_avx2(t, p, x, n);  // bf16 values already: rounding keeps them
-    case DType::Q8_0: return dot_blocks_bf16<DType::Q8_0>(p, x, n);
-    case DType::Q4_0: return dot_blocks_bf16<DType::Q4_0>(p, x, n);
-    case DType::Q4_1: return dot_blocks_bf16<DType::Q4_1>(p, x, n);
-    case DType::Q4_K: return dot_blocks_bf16<DType::Q4_K>(p, x, n);
-    case DType::Q6_K: return dot_blocks_bf16<DType::Q6_K>(p, x, n);
-    default: return quant_detail::dot_row_bf16_scalar(t, p, x, n);  // throws: the caller checked
+    case DType::BF16:
+      return dot_row_avx2(t, p, x, n);  // bf16 values already: rounding keeps them
+    case DType::Q8_0:
+      return dot_blocks_bf16<DType::Q8_0>(p, x, n);
+    case DType::Q4_0:
+      return dot_blocks_bf16<DType::Q4_0>(p, x, n);
+    case DType::Q4_1:
+      return dot_blocks_bf16<DType::Q4_1>(p, x, n);
+    case DType::Q4_K:
+      return dot_blocks_bf16<DType::Q4_K>(p, x, n);
+    case DType::Q6_K:
+      return dot_blocks_bf16<DType::Q6_K>(p, x, n);
+    default:
+      return quant_detail::dot_row_bf16_scalar(t, p, x, n);  // throws: the caller checked
   }
 }
 

@@ -125,7 +125,8 @@ void forward_fused_rows(float* y, const float* xr, const StoredMatrix& w, int64_
   if (w.dtype != DType::NF4) {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < w.rows; ++r)
-      for (int64_t n = 0; n < N; ++n) y[n * w.rows + r] = dot_row_bf16(w.dtype, w.row(r), xr + n * w.cols, w.cols);
+      for (int64_t n = 0; n < N; ++n)
+        y[n * w.rows + r] = dot_row_bf16(w.dtype, w.row(r), xr + n * w.cols, w.cols);
     return;
   }
 #pragma omp parallel

@@ -130,8 +130,8 @@ void check_dot(DType t, const std::vector<uint8_t>& blocks, const std::vector<fl
   const double eps = std::numeric_limits<float>::epsilon();
   const double tol = static_cast<double>(n + 8) *
                      (eps * mag + static_cast<double>(std::numeric_limits<float>::denorm_min()));
-  const double fast = bf16 ? dot_row_bf16(t, blocks.data(), x.data(), n)
-                           : dot_row(t, blocks.data(), x.data(), n);
+  const double fast =
+      bf16 ? dot_row_bf16(t, blocks.data(), x.data(), n) : dot_row(t, blocks.data(), x.data(), n);
   const double ref = bf16 ? quant_detail::dot_row_bf16_scalar(t, blocks.data(), x.data(), n)
                           : quant_detail::dot_row_scalar(t, blocks.data(), x.data(), n);
   EXPECT_LE(std::fabs(fast - exact), tol)
@@ -167,13 +167,16 @@ TEST_P(Quant, DotRowBf16RoundsEveryValue) {
     x[static_cast<size_t>(i)] = 1.0f;
     const float want = round_through_bf16(fx.expected[static_cast<size_t>(i)]);
     changed += want != fx.expected[static_cast<size_t>(i)];
-    ASSERT_EQ(dot_row_bf16(fx.t, fx.blocks.data(), x.data(), kN), want) << dtype_name(fx.t) << " element " << i;
+    ASSERT_EQ(dot_row_bf16(fx.t, fx.blocks.data(), x.data(), kN), want)
+        << dtype_name(fx.t) << " element " << i;
     ASSERT_EQ(quant_detail::dot_row_bf16_scalar(fx.t, fx.blocks.data(), x.data(), kN), want)
         << dtype_name(fx.t) << " element " << i;
     x[static_cast<size_t>(i)] = 0.0f;
   }
-  if (GetParam() == DType::BF16) EXPECT_EQ(changed, 0);  // stored bf16: nothing to round
-  else EXPECT_GT(changed, kN / 2) << dtype_name(fx.t);
+  if (GetParam() == DType::BF16)
+    EXPECT_EQ(changed, 0);  // stored bf16: nothing to round
+  else
+    EXPECT_GT(changed, kN / 2) << dtype_name(fx.t);
 }
 
 // dot_row reads only x[0, n) and its row (ASan/valgrind catch overreads; here: exact n = 0).
@@ -192,9 +195,9 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, Quant, ::testing::ValuesIn(kTypes),
 // values rounding up to inf, NaN payloads that an integer add would carry into the exponent or
 // the sign, inf; and quantized blocks whose scale is inf or NaN (the kernels' slow path).
 TEST(QuantBf16, SpecialValuesRoundAsTheScalarRounding) {
-  const uint32_t bits[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0xff7fffffu, 0x7f800001u,
-                           0x7fffffffu, 0xffffffffu, 0x7f800000u, 0x00000001u, 0x80008000u,
-                           0x7f7f8000u, 0x3f80ffffu};
+  const uint32_t bits[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0xff7fffffu,
+                           0x7f800001u, 0x7fffffffu, 0xffffffffu, 0x7f800000u,
+                           0x00000001u, 0x80008000u, 0x7f7f8000u, 0x3f80ffffu};
   // One special value at a time (0 times inf or NaN elsewhere would be NaN), at a position in the
   // kernels' 32-wide loop and one in their tail (n = 70).
   for (const uint32_t b : bits)
@@ -203,25 +206,32 @@ TEST(QuantBf16, SpecialValuesRoundAsTheScalarRounding) {
       std::memcpy(&row[static_cast<size_t>(pos)], &b, 4);
       x[static_cast<size_t>(pos)] = 1.0f;
       const float want = round_through_bf16(row[static_cast<size_t>(pos)]);
-      for (const float got : {dot_row_bf16(DType::F32, row.data(), x.data(), 70),
-                              quant_detail::dot_row_bf16_scalar(DType::F32, row.data(), x.data(), 70)}) {
-        if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << std::hex << b << " at " << pos;
-        else EXPECT_EQ(got, want) << std::hex << b << " at " << pos;
+      for (const float got :
+           {dot_row_bf16(DType::F32, row.data(), x.data(), 70),
+            quant_detail::dot_row_bf16_scalar(DType::F32, row.data(), x.data(), 70)}) {
+        if (std::isnan(want))
+          EXPECT_TRUE(std::isnan(got)) << std::hex << b << " at " << pos;
+        else
+          EXPECT_EQ(got, want) << std::hex << b << " at " << pos;
       }
     }
   // Q8_0 blocks (34 bytes: f16 scale, 32 int8 quants of 1), one at a time: an inf scale gives
   // inf, NaN scales NaN (0x7fff: a payload that the finite rounding would carry into the sign,
   // giving -0), a finite one its exact sum. x = 1: every product is the rounded value.
   const std::vector<float> ones(32, 1.0f);
-  for (const uint16_t scale : {uint16_t{0x7c00}, uint16_t{0x7e00}, uint16_t{0x7fff}, uint16_t{0xffff},
-                               uint16_t{0x3c00}}) {
+  for (const uint16_t scale :
+       {uint16_t{0x7c00}, uint16_t{0x7e00}, uint16_t{0x7fff}, uint16_t{0xffff}, uint16_t{0x3c00}}) {
     std::vector<uint8_t> q8(34, 1);
     std::memcpy(q8.data(), &scale, 2);
-    for (const float got : {dot_row_bf16(DType::Q8_0, q8.data(), ones.data(), 32),
-                            quant_detail::dot_row_bf16_scalar(DType::Q8_0, q8.data(), ones.data(), 32)}) {
-      if (scale == 0x7c00) EXPECT_EQ(got, std::numeric_limits<float>::infinity());
-      else if (scale == 0x3c00) EXPECT_EQ(got, 32.0f);
-      else EXPECT_TRUE(std::isnan(got)) << std::hex << scale << ": " << got;
+    for (const float got :
+         {dot_row_bf16(DType::Q8_0, q8.data(), ones.data(), 32),
+          quant_detail::dot_row_bf16_scalar(DType::Q8_0, q8.data(), ones.data(), 32)}) {
+      if (scale == 0x7c00)
+        EXPECT_EQ(got, std::numeric_limits<float>::infinity());
+      else if (scale == 0x3c00)
+        EXPECT_EQ(got, 32.0f);
+      else
+        EXPECT_TRUE(std::isnan(got)) << std::hex << scale << ": " << got;
     }
   }
 }
