@@ -15,6 +15,9 @@ std::string_view dtype_name(DType t) {
     case DType::Q4_1: return "Q4_1";
     case DType::Q4_K: return "Q4_K";
     case DType::Q6_K: return "Q6_K";
+    case DType::Q5_0: return "Q5_0";
+    case DType::Q5_1: return "Q5_1";
+    case DType::Q5_K: return "Q5_K";
     case DType::NF4: return "NF4";
   }
   return "?";
@@ -24,9 +27,12 @@ int64_t dtype_block_elems(DType t) {
   switch (t) {
     case DType::Q8_0:
     case DType::Q4_0:
-    case DType::Q4_1: return 32;
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1: return 32;
     case DType::Q4_K:
-    case DType::Q6_K: return 256;
+    case DType::Q6_K:
+    case DType::Q5_K: return 256;
     case DType::NF4: return 64;
     default: return 1;
   }
@@ -45,6 +51,9 @@ int64_t dtype_block_bytes(DType t) {
     case DType::Q4_1: return 2 + 2 + 16;       // d, m, qs[16]
     case DType::Q4_K: return 2 + 2 + 12 + 128; // d, dmin, scales[12], qs[128]
     case DType::Q6_K: return 128 + 64 + 16 + 2;// ql[128], qh[64], scales[16], d
+    case DType::Q5_0: return 2 + 4 + 16;       // d, qh[4], qs[16]
+    case DType::Q5_1: return 2 + 2 + 4 + 16;   // d, m, qh[4], qs[16]
+    case DType::Q5_K: return 2 + 2 + 12 + 32 + 128; // d, dmin, scales[12], qh[32], qs[128]
     case DType::NF4: return 4 + 32;            // absmax f32, qs[32]
   }
   return 0;

@@ -9,9 +9,9 @@
 // dequantize_row is bit-exact on both paths and with ggml's reference (and gguf-py's numpy port):
 // every value is computed with the same fp32 operations in the same order. Whether the compiler
 // contracts a multiply and an add into an FMA cannot change a result either, because every
-// product involved is exact in fp32: an f16 scale has an 11-bit significand, so d*q (q of 4 or 8
-// bits), d*sc and dmin*m (6-bit sc, m) and then (d*sc)*q (4 bits) need at most 21 bits; only the
-// final add/subtract rounds. (Q6_K's (d*sc)*q, up to 25 bits, rounds once and has no add.)
+// product involved is exact in fp32: an f16 scale has an 11-bit significand, so d*q (q of 4, 5 or
+// 8 bits), d*sc and dmin*m (6-bit sc, m) and then (d*sc)*q (4 or 5 bits) need at most 22 bits;
+// only the final add/subtract rounds. (Q6_K's (d*sc)*q, up to 25 bits, rounds once and has no add.)
 // One caveat, F16 only: F16C conversion quiets a signalling NaN (as ggml does on x86), the scalar
 // path keeps it (as numpy does). No weight is a NaN; every other value is identical.
 // dot_row fuses dequantization into the dot product (no temporary row): it may round differently
@@ -24,9 +24,14 @@
 //   Q8_0  34 B / 32: d f16 | qs[32] i8                              x = d*q
 //   Q4_0  18 B / 32: d f16 | qs[16]   (lo nibbles: x0..15, hi: 16..31)  x = d*(q-8)
 //   Q4_1  20 B / 32: d f16 | m f16 | qs[16]                        x = d*q + m
+//   Q5_0  22 B / 32: d f16 | qh[4] | qs[16]; q = nibble | bit j of qh (as 16) for x_j,
+//         lo nibbles x0..15 with qh bits 0..15, hi nibbles x16..31 with bits 16..31; x = d*(q-16)
+//   Q5_1  24 B / 32: d f16 | m f16 | qh[4] | qs[16]; q as Q5_0       x = d*q + m
 //   Q4_K 144 B / 256: d f16 | dmin f16 | scales[12] (8 x 6-bit sc, 8 x 6-bit m) | qs[128]
 //         4 chunks of 64: qs[32] lo nibbles -> sub-block 2j, hi nibbles -> 2j+1;
 //         x = (d*sc_k)*q - (dmin*m_k)
+//   Q5_K 176 B / 256: d f16 | dmin f16 | scales[12] (as Q4_K) | qh[32] | qs[128]; Q4_K's layout,
+//         element l of sub-block k adding 16 to its nibble where bit k of qh[l] is set
 //   Q6_K 210 B / 256: ql[128] | qh[64] | scales[16] i8 | d f16
 //         2 halves of 128, each from ql[64], qh[32], scales[8]; for l in 0..31:
 //         x[l+32g] = (d*sc[2g + l/16]) * (q - 32), q = 4 low bits from ql, 2 high bits from qh.
@@ -57,7 +62,10 @@ constexpr int64_t kQKK = 256;  // k-quant super-block (Q4_K, Q6_K)
 constexpr int64_t kQ8_0Bytes = 34;
 constexpr int64_t kQ4_0Bytes = 18;
 constexpr int64_t kQ4_1Bytes = 20;
+constexpr int64_t kQ5_0Bytes = 22;
+constexpr int64_t kQ5_1Bytes = 24;
 constexpr int64_t kQ4_KBytes = 144;
+constexpr int64_t kQ5_KBytes = 176;
 constexpr int64_t kQ6_KBytes = 210;
 
 using kquant::q4k_scale_min;
@@ -135,6 +143,49 @@ void dequantize_row_scalar(DType t, const void* src, float* y, int64_t n) {
         for (int j = 0; j < kQK / 2; ++j) {
           y[j] = static_cast<float>(p[4 + j] & 0xF) * d + m;
           y[j + kQK / 2] = static_cast<float>(p[4 + j] >> 4) * d + m;
+        }
+      }
+      return;
+    case DType::Q5_0:
+    case DType::Q5_1: {
+      const bool q5_1 = t == DType::Q5_1;
+      const int64_t bytes = q5_1 ? kQ5_1Bytes : kQ5_0Bytes;
+      for (int64_t b = 0; b < n / kQK; ++b, p += bytes, y += kQK) {
+        const float d = load_f16(p);
+        const float m = q5_1 ? load_f16(p + 2) : 0.0f;
+        const uint8_t* qh_bytes = p + (q5_1 ? 4 : 2);
+        const uint8_t* qs = qh_bytes + 4;
+        uint32_t qh;
+        std::memcpy(&qh, qh_bytes, 4);
+        for (int j = 0; j < kQK / 2; ++j) {
+          const int q0 = (qs[j] & 0xF) | static_cast<int>(((qh >> j) << 4) & 0x10);
+          const int q1 = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+          if (q5_1) {
+            y[j] = static_cast<float>(q0) * d + m;
+            y[j + kQK / 2] = static_cast<float>(q1) * d + m;
+          } else {
+            y[j] = static_cast<float>(q0 - 16) * d;
+            y[j + kQK / 2] = static_cast<float>(q1 - 16) * d;
+          }
+        }
+      }
+      return;
+    }
+    case DType::Q5_K:
+      for (int64_t b = 0; b < n / kQKK; ++b, p += kQ5_KBytes) {
+        float ds[8], dm[8];
+        q4k_factors(p, load_f16(p), load_f16(p + 2), ds, dm);  // the same 12 scale bytes
+        const uint8_t* qh = p + 16;
+        const uint8_t* q = p + 48;
+        for (int j = 0; j < 4; ++j, q += 32) {
+          for (int l = 0; l < 32; ++l) {
+            const int hi = (qh[l] >> (2 * j)) & 1;
+            *y++ = ds[2 * j] * static_cast<float>((q[l] & 0xF) + 16 * hi) - dm[2 * j];
+          }
+          for (int l = 0; l < 32; ++l) {
+            const int hi = (qh[l] >> (2 * j + 1)) & 1;
+            *y++ = ds[2 * j + 1] * static_cast<float>((q[l] >> 4) + 16 * hi) - dm[2 * j + 1];
+          }
         }
       }
       return;
@@ -229,7 +280,8 @@ namespace {
 bool avx2_dtype(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
-    case DType::Q4_1: case DType::Q4_K: case DType::Q6_K: return true;
+    case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K:
+    case DType::Q6_K: return true;
     default: return false;
   }
 }

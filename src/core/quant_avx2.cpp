@@ -18,7 +18,10 @@ constexpr int64_t kQKK = 256;  // k-quant super-block (Q4_K, Q6_K)
 constexpr int64_t kQ8_0Bytes = 34;
 constexpr int64_t kQ4_0Bytes = 18;
 constexpr int64_t kQ4_1Bytes = 20;
+constexpr int64_t kQ5_0Bytes = 22;
+constexpr int64_t kQ5_1Bytes = 24;
 constexpr int64_t kQ4_KBytes = 144;
+constexpr int64_t kQ5_KBytes = 176;
 constexpr int64_t kQ6_KBytes = 210;
 
 
@@ -96,6 +99,51 @@ inline Block32 q4_values(const uint8_t* qs, bool minus8) {
   return b;
 }
 
+// Lane l of group k: bit 8k + l, the 5th bit of element 8k + l in a Q5_0/Q5_1 block's qh.
+alignas(32) constexpr uint32_t kQ5LaneBits[32] = {
+    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,
+    1u << 8,  1u << 9,  1u << 10, 1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15,
+    1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21, 1u << 22, 1u << 23,
+    1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
+
+// Q5_0 (qh at offset 2, qs at 6, minus 16) and Q5_1 (qh at 4, qs at 8, unsigned) quants of one
+// block: Q4's nibbles, element i adding 16 where bit i of qh is set.
+inline Block32 q5_values(const uint8_t* qh_bytes, const uint8_t* qs, bool minus16) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  const __m256i bits = _mm256_set1_epi32(static_cast<int>(qh));
+  const __m256i w0 = bytes_to_lanes(qs), w1 = bytes_to_lanes(qs + 8);
+  const __m256i m15 = _mm256_set1_epi32(15);
+  const __m256i nib[4] = {_mm256_and_si256(w0, m15), _mm256_and_si256(w1, m15),
+                          _mm256_srli_epi32(w0, 4), _mm256_srli_epi32(w1, 4)};
+  Block32 b;
+  for (int k = 0; k < 4; ++k) {
+    const __m256i lane_bit =
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(kQ5LaneBits + 8 * k));
+    const __m256i set = _mm256_cmpeq_epi32(_mm256_and_si256(bits, lane_bit), lane_bit);
+    __m256i q = _mm256_or_si256(nib[k], _mm256_and_si256(set, _mm256_set1_epi32(16)));
+    if (minus16) q = _mm256_sub_epi32(q, _mm256_set1_epi32(16));
+    b.v[k] = _mm256_cvtepi32_ps(q);
+  }
+  return b;
+}
+
+// Q5_K: chunk j (32 bytes of qs, the 32 bytes of qh) -> sub-block 2j (low nibbles, 5th bit = bit
+// 2j of qh[l]) and 2j+1 (high nibbles, bit 2j+1).
+inline void q5k_chunk(const uint8_t* qs, const uint8_t* qh, int j, Block32* lo, Block32* hi) {
+  const __m256i one = _mm256_set1_epi32(1);
+  for (int k = 0; k < 4; ++k) {
+    const __m256i w = bytes_to_lanes(qs + 8 * k);
+    const __m256i h = bytes_to_lanes(qh + 8 * k);
+    const __m256i h_lo = _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * j), one), 4);
+    const __m256i h_hi =
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2 * j + 1), one), 4);
+    lo->v[k] =
+        _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi32(15)), h_lo));
+    hi->v[k] = _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32(w, 4), h_hi));
+  }
+}
+
 // Q4_K: one chunk of 32 bytes -> sub-block 2j (low nibbles) and 2j+1 (high nibbles).
 inline void q4k_chunk(const uint8_t* qs, Block32* lo, Block32* hi) {
   for (int k = 0; k < 4; ++k) {
@@ -132,6 +180,9 @@ template <> struct BlockOf<DType::Q4_0> { static constexpr int64_t elems = kQK, 
 template <> struct BlockOf<DType::Q4_1> { static constexpr int64_t elems = kQK, bytes = kQ4_1Bytes; };
 template <> struct BlockOf<DType::Q4_K> { static constexpr int64_t elems = kQKK, bytes = kQ4_KBytes; };
 template <> struct BlockOf<DType::Q6_K> { static constexpr int64_t elems = kQKK, bytes = kQ6_KBytes; };
+template <> struct BlockOf<DType::Q5_0> { static constexpr int64_t elems = kQK, bytes = kQ5_0Bytes; };
+template <> struct BlockOf<DType::Q5_1> { static constexpr int64_t elems = kQK, bytes = kQ5_1Bytes; };
+template <> struct BlockOf<DType::Q5_K> { static constexpr int64_t elems = kQKK, bytes = kQ5_KBytes; };
 
 template <DType T, typename Emit>
 inline void decode_block(const uint8_t* p, Emit&& emit) {
@@ -148,6 +199,29 @@ inline void decode_block(const uint8_t* p, Emit&& emit) {
     const __m256 m = _mm256_set1_ps(load_f16_fast(p + 2));
     const Block32 q = q4_values(p + 4, false);
     for (int k = 0; k < 4; ++k) emit(8 * k, _mm256_add_ps(_mm256_mul_ps(q.v[k], d), m));
+  } else if constexpr (T == DType::Q5_0) {
+    const __m256 d = _mm256_set1_ps(load_f16_fast(p));
+    const Block32 q = q5_values(p + 2, p + 6, true);
+    for (int k = 0; k < 4; ++k) emit(8 * k, _mm256_mul_ps(q.v[k], d));
+  } else if constexpr (T == DType::Q5_1) {
+    const __m256 d = _mm256_set1_ps(load_f16_fast(p));
+    const __m256 m = _mm256_set1_ps(load_f16_fast(p + 2));
+    const Block32 q = q5_values(p + 4, p + 8, false);
+    for (int k = 0; k < 4; ++k) emit(8 * k, _mm256_add_ps(_mm256_mul_ps(q.v[k], d), m));
+  } else if constexpr (T == DType::Q5_K) {
+    float ds[8], dm[8];
+    quant_detail::q4k_block_factors(p, load_f16_fast(p), load_f16_fast(p + 2), ds, dm);
+    const uint8_t* qs = p + 48;
+    for (int j = 0; j < 4; ++j, qs += 32) {
+      Block32 q[2];
+      q5k_chunk(qs, p + 16, j, &q[0], &q[1]);
+      for (int s = 0; s < 2; ++s) {
+        const __m256 d = _mm256_set1_ps(ds[2 * j + s]);
+        const __m256 m = _mm256_set1_ps(dm[2 * j + s]);
+        for (int k = 0; k < 4; ++k)
+          emit(64 * j + 32 * s + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d, q[s].v[k]), m));
+      }
+    }
   } else if constexpr (T == DType::Q4_K) {
     float ds[8], dm[8];
     quant_detail::q4k_block_factors(p, load_f16_fast(p), load_f16_fast(p + 2), ds, dm);
@@ -275,6 +349,9 @@ void quant_detail::dequantize_row_avx2(DType t, const uint8_t* p, float* y, int6
     case DType::Q4_1: return dequantize_blocks<DType::Q4_1>(p, y, n);
     case DType::Q4_K: return dequantize_blocks<DType::Q4_K>(p, y, n);
     case DType::Q6_K: return dequantize_blocks<DType::Q6_K>(p, y, n);
+    case DType::Q5_0: return dequantize_blocks<DType::Q5_0>(p, y, n);
+    case DType::Q5_1: return dequantize_blocks<DType::Q5_1>(p, y, n);
+    case DType::Q5_K: return dequantize_blocks<DType::Q5_K>(p, y, n);
     default: quant_detail::dequantize_row_scalar(t, p, y, n);  // F32: a copy
   }
 }
@@ -287,6 +364,9 @@ bool quant_detail::dot_lanes8_avx2(DType t, const uint8_t* w, int64_t row_bytes,
     case DType::Q4_1: lanes_rows<DType::Q4_1>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
     case DType::Q4_K: lanes_rows<DType::Q4_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
     case DType::Q6_K: lanes_rows<DType::Q6_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::Q5_0: lanes_rows<DType::Q5_0>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::Q5_1: lanes_rows<DType::Q5_1>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::Q5_K: lanes_rows<DType::Q5_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
     default: return false;
   }
 }
@@ -318,6 +398,23 @@ float dot_plain(const float* x, int64_t n, Load load, float (*scalar_at)(const u
   float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
   for (; i < n; ++i) s += scalar_at(p, i) * x[i];
   return s;
+}
+
+// Any block type through decode_block (the types without a hand-scheduled loop below: Q5_0, Q5_1,
+// Q5_K): its exact values times x, four 8-lane accumulators, element i of a block into (i/8) % 4.
+template <DType T>
+float dot_blocks(const uint8_t* p, const float* x, int64_t n) {
+  constexpr int64_t E = BlockOf<T>::elems, B = BlockOf<T>::bytes;
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  for (int64_t b = 0; b < n / E; ++b, p += B, x += E) {
+    prefetch_ahead(p, B);
+    decode_block<T>(p, [&acc, x](int i, __m256 v) {
+      __m256& a = acc[(i / 8) % 4];
+      a = _mm256_fmadd_ps(v, _mm256_loadu_ps(x + i), a);
+    });
+  }
+  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
 float f32_at(const uint8_t* p, int64_t i) {
@@ -433,6 +530,9 @@ float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int6
       }
       return hsum(acc);
     }
+    case DType::Q5_0: return dot_blocks<DType::Q5_0>(p, x, n);
+    case DType::Q5_1: return dot_blocks<DType::Q5_1>(p, x, n);
+    case DType::Q5_K: return dot_blocks<DType::Q5_K>(p, x, n);
     default: return quant_detail::dot_row_scalar(t, p, x, n);  // throws: the caller checked
   }
 }
@@ -468,10 +568,10 @@ inline bool finite_scales(const uint8_t* p) {
   const auto finite = [](const uint8_t* h) { return (h[1] & 0x7c) != 0x7c; };  // exponent < 31
   if constexpr (T == DType::Q6_K)
     return finite(p + 208);
-  else if constexpr (T == DType::Q4_1 || T == DType::Q4_K)
+  else if constexpr (T == DType::Q4_1 || T == DType::Q4_K || T == DType::Q5_1 || T == DType::Q5_K)
     return finite(p) && finite(p + 2);
   else
-    return finite(p);  // Q8_0, Q4_0
+    return finite(p);  // Q8_0, Q4_0, Q5_0
 }
 
 // Quantized rows: decode_block's exact values (dequantize_row's), each rounded, times x; four
@@ -533,6 +633,12 @@ float quant_detail::dot_row_bf16_avx2(DType t, const uint8_t* p, const float* x,
       return dot_blocks_bf16<DType::Q4_K>(p, x, n);
     case DType::Q6_K:
       return dot_blocks_bf16<DType::Q6_K>(p, x, n);
+    case DType::Q5_0:
+      return dot_blocks_bf16<DType::Q5_0>(p, x, n);
+    case DType::Q5_1:
+      return dot_blocks_bf16<DType::Q5_1>(p, x, n);
+    case DType::Q5_K:
+      return dot_blocks_bf16<DType::Q5_K>(p, x, n);
     default:
       return quant_detail::dot_row_bf16_scalar(t, p, x, n);  // throws: the caller checked
   }

@@ -21,8 +21,11 @@ uint32_t ggml_type_id(DType t) {
     case DType::F16: return 1;
     case DType::Q4_0: return 2;
     case DType::Q4_1: return 3;
+    case DType::Q5_0: return 6;
+    case DType::Q5_1: return 7;
     case DType::Q8_0: return 8;
     case DType::Q4_K: return 12;
+    case DType::Q5_K: return 13;
     case DType::Q6_K: return 14;
     case DType::I32: return 26;
     case DType::I64: return 27;

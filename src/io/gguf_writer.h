@@ -19,7 +19,7 @@ namespace medtune::io {
 
 struct GgufTensorToWrite {
   std::string name;            // "blk.0.attn_q.weight"
-  DType dtype = DType::F32;    // F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, I32, I64, F64
+  DType dtype = DType::F32;    // F32, F16, BF16, a ggml block type (not NF4), I32, I64, F64
   std::vector<int64_t> shape;  // PyTorch order (outermost first); written reversed as ggml's ne[]
   const void* data = nullptr;  // dtype_row_bytes(dtype, numel) bytes, rows of shape.back() elements
 };

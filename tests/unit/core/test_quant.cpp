@@ -57,7 +57,8 @@ Fixture load(DType t) {
 }
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
-                        DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K};
+                        DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // Index of the first float whose bits differ, or -1.
 int64_t first_mismatch(const float* a, const float* b, int64_t n) {
