@@ -1,9 +1,9 @@
-// Element i of a run of ggml blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K) or medtune NF4 row blocks,
-// decoded on its own: the per-element form of medtune::dequantize_row that GPU kernels need (one
-// thread per output element, gpu/decode.h). Plain C++ with no GPU header, so the same functions
-// compile for the host too: tests/unit/core/test_block_decode.cpp runs them on the CPU against
-// dequantize_row over every element, which checks the indexing of the kernels on machines
-// without a GPU.
+// Element i of a run of ggml blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) or medtune
+// NF4 row blocks, decoded on its own: the per-element form of medtune::dequantize_row that GPU
+// kernels need (one thread per output element, gpu/decode.h). Plain C++ with no GPU header, so the
+// same functions compile for the host too: tests/unit/core/test_block_decode.cpp runs them on the
+// CPU against dequantize_row over every element, which checks the indexing of the kernels on
+// machines without a GPU.
 //
 // The two conversions a device and the host do differently are parameters: to_f32(u16 half bits)
 // and u32_to_f32(bits). Bit-exact with the CPU for the reason core/quant.cpp gives: every product
@@ -15,8 +15,13 @@
 //   Q8_0  34 B / 32: d f16 | qs[32] i8                                  x = q·d
 //   Q4_0  18 B / 32: d f16 | qs[16] (lo nibbles: x0..15, hi: x16..31)    x = (q − 8)·d
 //   Q4_1  20 B / 32: d f16 | m f16 | qs[16], nibbles as Q4_0              x = q·d + m
+//   Q5_0  22 B / 32: d f16 | qh[4] | qs[16], nibbles as Q4_0 plus 16·(bit j of qh) for x_j
+//                                                                       x = (q − 16)·d
+//   Q5_1  24 B / 32: d f16 | m f16 | qh[4] | qs[16], q as Q5_0           x = q·d + m
 //   Q4_K 144 B / 256: d f16 | dmin f16 | scales[12] | qs[128]; 4 chunks of 64 elements, each from
 //        32 bytes of qs: lo nibbles are sub-block 2c, hi nibbles 2c + 1.  x = (d·sc)·q − dmin·m
+//   Q5_K 176 B / 256: d f16 | dmin f16 | scales[12] | qh[32] | qs[128]: Q4_K plus 16 where bit s
+//        of qh[l] is set, for element l of sub-block s.                   x = (d·sc)·q − dmin·m
 //   Q6_K 210 B / 256: ql[128] | qh[64] | scales[16] i8 | d f16; 2 halves of 128, each from ql[64],
 //        qh[32], scales[8]; element 32g + l of a half: q = 4 bits of ql, 2 of qh.  x = (d·sc)·(q − 32)
 //   NF4   36 B / 64: f32 absmax | 32 bytes, element 2k in the HIGH nibble of byte k.  x = code[q]·absmax
@@ -32,7 +37,8 @@ inline constexpr int64_t kQK = 32;    // ggml's legacy block: Q8_0, Q4_0, Q4_1
 inline constexpr int64_t kQKK = 256;  // k-quant super-block: Q4_K, Q6_K
 inline constexpr int64_t kNf4Block = 64;
 inline constexpr int64_t kQ8_0Bytes = 34, kQ4_0Bytes = 18, kQ4_1Bytes = 20;
-inline constexpr int64_t kQ4_KBytes = 144, kQ6_KBytes = 210, kNf4Bytes = 36;
+inline constexpr int64_t kQ5_0Bytes = 22, kQ5_1Bytes = 24;
+inline constexpr int64_t kQ4_KBytes = 144, kQ5_KBytes = 176, kQ6_KBytes = 210, kNf4Bytes = 36;
 
 MEDTUNE_HOST_DEVICE inline uint16_t load_u16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (p[1] << 8));
@@ -67,15 +73,38 @@ MEDTUNE_HOST_DEVICE inline float q4_1(const uint8_t* src, int64_t i, F16 to_f32)
   return static_cast<float>(q) * to_f32(load_u16(blk)) + to_f32(load_u16(blk + 2));
 }
 
+// The 5-bit quant of element j of a Q5_0/Q5_1 block (qh: its 4 bytes, qs: its 16).
+MEDTUNE_HOST_DEVICE inline int q5_quant(const uint8_t* qh, const uint8_t* qs, int j) {
+  const int nibble = j < kQK / 2 ? (qs[j] & 0xF) : (qs[j - kQK / 2] >> 4);
+  return nibble | static_cast<int>(((load_u32(qh) >> j) & 1u) << 4);
+}
+
 MEDTUNE_NO_EXEC_CHECK
 template <typename F16>
-MEDTUNE_HOST_DEVICE inline float q4_k(const uint8_t* src, int64_t i, F16 to_f32) {
-  const uint8_t* blk = src + (i / kQKK) * kQ4_KBytes;
-  const int k = static_cast<int>(i % kQKK);
+MEDTUNE_HOST_DEVICE inline float q5_0(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQK) * kQ5_0Bytes;
+  return static_cast<float>(q5_quant(blk + 2, blk + 6, static_cast<int>(i % kQK)) - 16) *
+         to_f32(load_u16(blk));
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q5_1(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQK) * kQ5_1Bytes;
+  return static_cast<float>(q5_quant(blk + 4, blk + 8, static_cast<int>(i % kQK))) *
+             to_f32(load_u16(blk)) +
+         to_f32(load_u16(blk + 2));
+}
+
+// Q4_K and Q5_K (kQsOffset 16 and 48; Q5_K's qh[32] at 16): element k of a super-block at blk.
+MEDTUNE_NO_EXEC_CHECK
+template <bool kFifthBit, typename F16>
+MEDTUNE_HOST_DEVICE inline float k_quant_4_5(const uint8_t* blk, int k, F16 to_f32) {
   const int chunk = k / 64, within = k % 64;
   const int sub = 2 * chunk + within / 32;  // sub-block 0..7
-  const uint8_t byte = blk[16 + 32 * chunk + within % 32];
-  const int q = within < 32 ? (byte & 0xF) : (byte >> 4);
+  const uint8_t byte = blk[(kFifthBit ? 48 : 16) + 32 * chunk + within % 32];
+  int q = within < 32 ? (byte & 0xF) : (byte >> 4);
+  if constexpr (kFifthBit) q |= ((blk[16 + within % 32] >> sub) & 1) << 4;
   // ggml's get_scale_min_k4: bytes 0-3 of scales hold sc0-3 (low 6 bits) and the top 2 bits of
   // sc4-7; bytes 4-7 likewise for m; bytes 8-11 the low 4 bits of sc4-7 (lo) and m4-7 (hi).
   const uint8_t* s = blk + 4;
@@ -90,6 +119,18 @@ MEDTUNE_HOST_DEVICE inline float q4_k(const uint8_t* src, int64_t i, F16 to_f32)
   const float ds = to_f32(load_u16(blk)) * static_cast<float>(sc);
   const float dm = to_f32(load_u16(blk + 2)) * static_cast<float>(m);
   return ds * static_cast<float>(q) - dm;
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q4_k(const uint8_t* src, int64_t i, F16 to_f32) {
+  return k_quant_4_5<false>(src + (i / kQKK) * kQ4_KBytes, static_cast<int>(i % kQKK), to_f32);
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q5_k(const uint8_t* src, int64_t i, F16 to_f32) {
+  return k_quant_4_5<true>(src + (i / kQKK) * kQ5_KBytes, static_cast<int>(i % kQKK), to_f32);
 }
 
 MEDTUNE_NO_EXEC_CHECK

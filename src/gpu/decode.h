@@ -7,8 +7,9 @@
 //   F32        the bits as stored;
 //   F16/BF16   exact conversions;
 //   Q8_0/Q4_0  x = q·d with |q| ≤ 128 and an f16 d (11-bit significand): the product is exact;
-//   Q4_1       x = q·d + m: q·d exact, so one rounding whether or not it is contracted into an FMA;
-//   Q4_K       x = (d·sc)·q − dmin·m: every product exact (≤ 21 bits), one rounding at the end;
+//   Q5_0       x = (q − 16)·d: exact as Q4_0;
+//   Q4_1/Q5_1  x = q·d + m: q·d exact, so one rounding whether or not it is contracted into an FMA;
+//   Q4_K/Q5_K  x = (d·sc)·q − dmin·m: every product exact (≤ 22 bits), one rounding at the end;
 //   Q6_K       x = (d·sc)·(q − 32): d·sc exact, one rounding, no add;
 //   NF4        x = code[q]·absmax: one fp32 product, one rounding.
 // So any order and any contraction give the CPU's bits (src/core/quant.cpp states the same).
@@ -56,6 +57,9 @@ void dispatch(DType t, F&& f) {
     case DType::Q4_1: f(TypeTag<DType::Q4_1>{}); break;
     case DType::Q4_K: f(TypeTag<DType::Q4_K>{}); break;
     case DType::Q6_K: f(TypeTag<DType::Q6_K>{}); break;
+    case DType::Q5_0: f(TypeTag<DType::Q5_0>{}); break;
+    case DType::Q5_1: f(TypeTag<DType::Q5_1>{}); break;
+    case DType::Q5_K: f(TypeTag<DType::Q5_K>{}); break;
     case DType::NF4: f(TypeTag<DType::NF4>{}); break;
     default: break;
   }
@@ -72,6 +76,9 @@ inline bool supported(DType t) {
     case DType::Q4_1:
     case DType::Q4_K:
     case DType::Q6_K:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q5_K:
     case DType::NF4:
       return true;
     default:
@@ -107,6 +114,12 @@ __device__ inline float decode(const uint8_t* src, int64_t i, const Nf4Code& cod
     return block_decode::q4_k(src, i, DeviceF16{});
   } else if constexpr (T == DType::Q6_K) {
     return block_decode::q6_k(src, i, DeviceF16{});
+  } else if constexpr (T == DType::Q5_0) {
+    return block_decode::q5_0(src, i, DeviceF16{});
+  } else if constexpr (T == DType::Q5_1) {
+    return block_decode::q5_1(src, i, DeviceF16{});
+  } else if constexpr (T == DType::Q5_K) {
+    return block_decode::q5_k(src, i, DeviceF16{});
   } else {
     static_assert(T == DType::NF4, "decode<T>: no device decode for this type");
     return block_decode::nf4(src, i, code.v, DeviceU32{});

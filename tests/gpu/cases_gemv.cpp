@@ -217,8 +217,8 @@ void register_gemv_cases(Registry& r) {
   add_case(r, 1, 4096, 14336, 4096, 0, false);   // Llama-3-8B down_proj
   // Stored types: every type the device decodes, odd row counts, 1 to 8 tokens; rows of 256
   // (the k-quants' super-block) and 512 elements.
-  const DType kStored[] = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0,
-                           DType::Q4_1, DType::Q4_K, DType::Q6_K, DType::NF4};
+  const DType kStored[] = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                           DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
   for (const DType t : kStored) {
     add_stored_case(r, t, 1, 37, 256, true);
     add_stored_case(r, t, 8, 5, 512, true);
@@ -227,6 +227,7 @@ void register_gemv_cases(Registry& r) {
   // gate and up at 4 tokens; an empty member between two.
   add_group_case(r, {DType::Q8_0, DType::Q8_0, DType::Q8_0}, {37, 12, 12}, 1, 256);
   add_group_case(r, {DType::Q4_K, DType::Q4_K, DType::Q6_K}, {20, 9, 9}, 3, 512);
+  add_group_case(r, {DType::Q5_0, DType::Q5_0, DType::Q8_0}, {20, 9, 9}, 2, 256);  // a small Q4_K_M
   add_group_case(r, {DType::NF4, DType::NF4}, {33, 33}, 4, 256);
   add_group_case(r, {DType::F16, DType::F16, DType::F16}, {5, 0, 7}, 8, 256);
   add_stored_case(r, DType::Q4_K, 1, 4096, 4096, false);  // a 7B projection at Q4_K_M

@@ -137,11 +137,14 @@ std::vector<uint8_t> random_stored(DType t, int64_t n, uint64_t seed) {
       break;
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q5_0:
       for (size_t i = 0; i < b.size(); i += static_cast<size_t>(dtype_block_bytes(t)))
         put_u16(&b[i], finite_f16(get_u16(&b[i])));
       break;
     case DType::Q4_1:
-    case DType::Q4_K:  // d, then m (Q4_1) or dmin (Q4_K)
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:  // d, then m (Q4_1, Q5_1) or dmin (Q4_K, Q5_K)
       for (size_t i = 0; i < b.size(); i += static_cast<size_t>(dtype_block_bytes(t))) {
         put_u16(&b[i], finite_f16(get_u16(&b[i])));
         put_u16(&b[i + 2], finite_f16(get_u16(&b[i + 2])));
