@@ -217,8 +217,9 @@ void register_gemv_cases(Registry& r) {
   add_case(r, 1, 4096, 14336, 4096, 0, false);   // Llama-3-8B down_proj
   // Stored types: every type the device decodes, odd row counts, 1 to 8 tokens; rows of 256
   // (the k-quants' super-block) and 512 elements.
-  const DType kStored[] = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                           DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
+  const DType kStored[] = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0,
+                           DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                           DType::Q5_K, DType::Q6_K, DType::NF4};
   for (const DType t : kStored) {
     add_stored_case(r, t, 1, 37, 256, true);
     add_stored_case(r, t, 8, 5, 512, true);

@@ -32,9 +32,10 @@ std::vector<uint8_t> stored(DType t, int64_t rows, int64_t cols, uint64_t seed) 
   for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
   const int64_t bb = dtype_block_bytes(t);
   // d (and m or dmin) of each block, in bytes from the block's start (core/quant.cpp's layouts).
-  const std::vector<size_t> scale_offsets = t == DType::Q4_1 || t == DType::Q4_K ? std::vector<size_t>{0, 2}
-                                            : t == DType::Q6_K                   ? std::vector<size_t>{208}
-                                                                                 : std::vector<size_t>{0};
+  const bool two = t == DType::Q4_1 || t == DType::Q4_K || t == DType::Q5_1 || t == DType::Q5_K;
+  const std::vector<size_t> scale_offsets = two                ? std::vector<size_t>{0, 2}
+                                            : t == DType::Q6_K ? std::vector<size_t>{208}
+                                                               : std::vector<size_t>{0};
   for (size_t b = 0; b < w.size() / static_cast<size_t>(bb); ++b)
     for (size_t off : scale_offsets) {
       const uint16_t h = static_cast<uint16_t>(0x1000 + rng() % 0x2000);
@@ -49,8 +50,9 @@ TEST(LinearBatchInvariant, EachRowIsTheSameWhateverN) {
   // hold whole blocks, so 576 there, 768 for the 256-element k-quant blocks). Up to 16 tokens the
   // quantized rows are decoded in registers (core/quant.h dot_lanes8), above into a buffer: the
   // comparison of N = 1 with N >= 5 checks that the two give the same bits.
-  for (DType t : {DType::F32, DType::F16, DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-    const int64_t R = 100, K = t == DType::F32 ? 580 : t == DType::Q4_K || t == DType::Q6_K ? 768 : 576;
+  for (DType t : {DType::F32, DType::F16, DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K,
+                  DType::Q5_0, DType::Q5_1, DType::Q5_K}) {
+    const int64_t R = 100, K = t == DType::F32 ? 580 : dtype_block_elems(t) == 256 ? 768 : 576;
     const std::vector<uint8_t> wb = stored(t, R, K, 1);
     const StoredMatrix w{t, R, K, wb.data()};
     const std::vector<float> bias = random_floats(R, 2);
