@@ -13,8 +13,8 @@ namespace medtune {
 
 namespace {
 
-constexpr int64_t kQK = 32;    // legacy block (Q8_0, Q4_0, Q4_1)
-constexpr int64_t kQKK = 256;  // k-quant super-block (Q4_K, Q6_K)
+constexpr int64_t kQK = 32;    // legacy block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
+constexpr int64_t kQKK = 256;  // k-quant super-block (Q4_K, Q5_K, Q6_K)
 constexpr int64_t kQ8_0Bytes = 34;
 constexpr int64_t kQ4_0Bytes = 18;
 constexpr int64_t kQ4_1Bytes = 20;

@@ -254,13 +254,13 @@ TEST(QuantErrors, UnsupportedTypeAndBadLength) {
 TEST(QuantExactness, ScaleTimesQuantIsExactInFp32) {
   for (uint32_t h = 0; h < 0x7c00; ++h) {  // every finite non-negative half
     const double d = f16_to_f32(static_cast<uint16_t>(h));
-    for (int sc = 0; sc < 64; ++sc) {  // Q4_K: d*sc, then (d*sc)*q with q < 16
+    for (int sc = 0; sc < 64; ++sc) {  // Q4_K, Q5_K: d*sc, then (d*sc)*q with q < 16, q < 32
       const float ds = static_cast<float>(d) * static_cast<float>(sc);
       ASSERT_EQ(static_cast<double>(ds), d * sc);
-      for (int q = 1; q < 16; ++q)
+      for (int q = 1; q < 32; ++q)
         ASSERT_EQ(static_cast<double>(ds * static_cast<float>(q)), d * sc * q);
     }
-    for (int q = -128; q < 128; ++q)  // Q8_0, Q4_0, Q4_1
+    for (int q = -128; q < 128; ++q)  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
       ASSERT_EQ(static_cast<double>(static_cast<float>(d) * static_cast<float>(q)), d * q);
   }
 }
