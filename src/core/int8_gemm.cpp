@@ -20,21 +20,17 @@ namespace {
 
 constexpr int kGroups = static_cast<int>(kBlock / 4);  // 4-byte groups per block: one vpdpbusd each
 
-bool has_min(DType t) {
-  return t == DType::Q4_1 || t == DType::Q4_K;
-}
-
 // The calling thread's decoded rows, kept between calls (no allocation per call once grown).
 struct DecodeScratch {
   std::vector<uint8_t> w;
   std::vector<float> d, m;
+  std::vector<int32_t> sc;
 };
 
 }  // namespace
 
 bool gemm_supports(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K ||
-         t == DType::NF4;
+  return int8::supports(t);  // every type with an int8 kernel
 }
 
 bool gemm_available() {
@@ -151,7 +147,7 @@ void run_kernel(Kernel k, DType t, const uint8_t* w, int64_t row_bytes, int64_t 
   if (!gemm_supports(t))
     throw Internal("int8 gemm: no GEMM kernel for " + std::string(dtype_name(t)));
   const int64_t nb = x.nb;
-  if ((t == DType::Q4_K && nb % 8 != 0) || (t == DType::NF4 && nb % 2 != 0))
+  if (((t == DType::Q4_K || t == DType::Q5_K) && nb % 8 != 0) || (t == DType::NF4 && nb % 2 != 0))
     throw Internal("int8 gemm: " + std::string(dtype_name(t)) + " rows of " + std::to_string(nb) +
                    " blocks of 32 do not hold whole blocks of the type");
   thread_local DecodeScratch s;

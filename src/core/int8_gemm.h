@@ -19,14 +19,14 @@
 // reference, int8::dot_scalar, performs them one at a time; tests compare the bits of each kernel):
 //   isum_b = sum_e w_e * q_e, exact in int32 (|isum_b| <= 32 * 128 * 127 < 2^24: float(isum_b)
 //            is exact too);
-//   acc = fma(d_w * d_x, float(isum_b), acc);  Q4_1 and Q4_K also macc = fma(m_w, s_x, macc);
-//   y = acc + macc.
+//   acc = fma(d_w * d_x, float(isum_b), acc);  types with a min also macc = fma(m_w, s_x, macc);
+//   y = acc + macc (has_min) or acc.
 // So the GEMM and the row kernels (dot_rows) give every element the same bits, and every
 // element's operations are independent of how many tokens or rows a call has: a token's result is
 // the same alone or in any batch, through either kernel.
 //
-// Types: Q8_0, Q4_0, Q4_1, Q4_K and NF4 (weights representable as int8 with one scale and min per
-// 32). Q6_K's scales per 16 elements are not: it keeps the row kernels.
+// Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and NF4 (weights representable as int8 with one
+// scale and min per 32). Q6_K's scales per 16 elements are not: it keeps the row kernels.
 #pragma once
 
 #include <cstdint>

@@ -10,9 +10,11 @@
 //     sum is at most 2 * 15 * 127 = 3810, so the 8 groups of a block are summed in int16
 //     (8 * 3810 = 30480 < 2^15) and widened once per block: two instructions per 32 products.
 //     Q4_0's w = u - 8: its -8 * sum(q) is the packed -128 * sum(q) shifted right by 4 (exact).
-//   - signed types (Q8_0, NF4): |w| as the unsigned operand and w's sign moved onto the tokens'
-//     bytes (vpsignb), as llama.cpp does; a pair sum is at most 2 * 128 * 127 = 32512, so each is
-//     widened at once. |q| <= 127 (quantize_activations), so negating a token byte never wraps.
+//   - signed types (Q8_0, NF4, and the 5-bit Q5_0, Q5_1, Q5_K): |w| as the unsigned operand and
+//     w's sign moved onto the tokens' bytes (vpsignb), as llama.cpp does; a pair sum is at most
+//     2 * 128 * 127 = 32512, so each is widened at once. |q| <= 127 (quantize_activations), so
+//     negating a token byte never wraps. The 5-bit types' unsigned q (0..31; Q5_0's w = q - 16)
+//     cannot take the nibble form: 8 groups of pair sums up to 2 * 31 * 127 overflow int16.
 // Status: executed on AMD Zen 3 (session 25): bit for bit the scalar reference (test_quant_int8).
 #include "core/int8_gemm_kernel.h"
 #include "core/kquant_layout.h"
@@ -24,6 +26,8 @@
 
 #include <algorithm>
 #include <cstring>
+
+#include "core/block_bytes_avx2.h"
 
 namespace medtune::int8_detail {
 namespace {
@@ -86,6 +90,36 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
               reinterpret_cast<const __m256i*>(blk + kquant::kQ4KQsOffset + 32 * (k / 2)));
           const __m256i nib = k % 2 == 0 ? q : _mm256_srli_epi16(q, 4);
           store32(out + b * nrows * 32, _mm256_and_si256(nib, _mm256_set1_epi8(0x0F)));
+        }
+      }
+      return;
+    case DType::Q5_0:  // w = q - 16 itself (signed form)
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + block_bytes::kQ5_0Bytes * b;
+        d[b * nrows] = f16(blk);
+        store32(out + b * nrows * 32,
+                _mm256_sub_epi8(block_bytes::q5_values(blk + 2, blk + 6), _mm256_set1_epi8(16)));
+      }
+      return;
+    case DType::Q5_1:  // q (0..31) in the signed form: |w| = w, pair sums widened at once
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + block_bytes::kQ5_1Bytes * b;
+        d[b * nrows] = f16(blk);
+        m[b * nrows] = f16(blk + 2);
+        store32(out + b * nrows * 32, block_bytes::q5_values(blk + 4, blk + 8));
+      }
+      return;
+    case DType::Q5_K:  // sub-block k: (d * sc_k) q - dmin * m_k, q (0..31) in the signed form
+      for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = row + block_bytes::kQ5KBytes * sb;
+        const float dd = f16(blk), dmin = f16(blk + 2);
+        for (int k = 0; k < 8; ++k) {
+          uint8_t sc, mn;
+          kquant::q4k_scale_min(k, blk + 4, &sc, &mn);
+          const int64_t b = 8 * sb + k;
+          d[b * nrows] = dd * static_cast<float>(sc);
+          m[b * nrows] = -(dmin * static_cast<float>(mn));
+          store32(out + b * nrows * 32, block_bytes::q5k_values(blk, k));
         }
       }
       return;
@@ -167,7 +201,7 @@ void gemm_avxvnni_emulated(DType t, const DecodedRows& rows, const int8::PackedT
 #else
 namespace medtune::int8_detail {
 // Never selected off x86 (gemm_available() is false there); the symbols must exist.
-void decode_rows_avx2(DType, const uint8_t*, int64_t, int64_t, int64_t, uint8_t*, float*, float*) {}
+void decode_rows_avx2(DType, const uint8_t*, int64_t, int64_t, int64_t, uint8_t*, float*, float*, int32_t*) {}
 void gemm_avx2(DType, const DecodedRows&, const int8::PackedTokens&, float*, int64_t) {}
 void gemm_avxvnni_emulated(DType, const DecodedRows&, const int8::PackedTokens&, float*, int64_t) {}
 }  // namespace medtune::int8_detail

@@ -2,7 +2,7 @@
 // int8_gemm_avxvnni.cpp as quant_int8_body.h is by the row kernels: 3 rows x 16 tokens per tile
 // (a packed token panel in two ymm of 8 tokens' 4 activation bytes), each row's 4 weight bytes
 // broadcast from memory against them. The rows come decoded by decode_rows_avx2: the nibble for
-// Q4_0, Q4_1 and Q4_K, w itself for Q8_0 and NF4 (int8_gemm_avx2.cpp says why).
+// Q4_0, Q4_1 and Q4_K, w itself for Q8_0, NF4 and the 5-bit types (int8_gemm_avx2.cpp says why).
 //
 // #include'd inside each file's anonymous namespace after <immintrin.h>, <algorithm>, <cstring>,
 // the kernel headers and three functions that say how the 32 products of a row's group of 4
@@ -24,7 +24,7 @@ enum class Form { kNibble, kNibbleMinus8, kSigned };
 Form form_of(DType t) {
   if (t == DType::Q4_0) return Form::kNibbleMinus8;
   if (t == DType::Q4_1 || t == DType::Q4_K) return Form::kNibble;
-  return Form::kSigned;
+  return Form::kSigned;  // Q8_0, NF4, Q5_0, and Q5_1 and Q5_K with their mins
 }
 
 // Rows [r0, r0 + R) against the 8 * TV tokens of panel p from its half h on (8 per ymm); writes
@@ -88,7 +88,7 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
 #pragma GCC unroll 2
       for (int v = 0; v < TV; ++v) {
         __m256i isum = s[i][v];
-        if constexpr (F != Form::kSigned) isum = nibble_widen(isum);
+        if constexpr (F == Form::kNibble || F == Form::kNibbleMinus8) isum = nibble_widen(isum);
         if constexpr (F == Form::kNibbleMinus8) isum = _mm256_add_epi32(isum, minus8[v]);
         acc[i][v] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx[v]), _mm256_cvtepi32_ps(isum), acc[i][v]);
       }
@@ -149,6 +149,7 @@ void run(const DecodedRows& rw, const int8::PackedTokens& x, float* y, int64_t y
 void gemm_body(DType t, const DecodedRows& rows, const int8::PackedTokens& x, float* y, int64_t y_stride) {
   switch (form_of(t)) {
     case Form::kSigned:
+      if (t == DType::Q5_1 || t == DType::Q5_K) return run<Form::kSigned, true>(rows, x, y, y_stride);
       return run<Form::kSigned, false>(rows, x, y, y_stride);
     case Form::kNibbleMinus8:
       return run<Form::kNibbleMinus8, false>(rows, x, y, y_stride);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/block_bytes_avx2.h"
 #include "core/transpose8_avx.h"
 
 namespace medtune::int8_detail {
@@ -87,6 +88,37 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
           const __m256i nib = k % 2 == 0 ? q : _mm256_srli_epi16(q, 4);
           store32(out + b * nrows * 32,
                   _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0F)), k128));
+        }
+      }
+      return;
+    case DType::Q5_0:  // w = q - 16: stored as q + 112
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + block_bytes::kQ5_0Bytes * b;
+        d[b * nrows] = f16(blk);
+        store32(out + b * nrows * 32,
+                _mm256_add_epi8(block_bytes::q5_values(blk + 2, blk + 6), _mm256_set1_epi8(112)));
+      }
+      return;
+    case DType::Q5_1:
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + block_bytes::kQ5_1Bytes * b;
+        d[b * nrows] = f16(blk);
+        m[b * nrows] = f16(blk + 2);
+        store32(out + b * nrows * 32,
+                _mm256_or_si256(block_bytes::q5_values(blk + 4, blk + 8), k128));
+      }
+      return;
+    case DType::Q5_K:  // sub-block k: (d * sc_k) q - dmin * m_k
+      for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = row + block_bytes::kQ5KBytes * sb;
+        const float dd = f16(blk), dmin = f16(blk + 2);
+        for (int k = 0; k < 8; ++k) {
+          uint8_t sc, mn;
+          kquant::q4k_scale_min(k, blk + 4, &sc, &mn);
+          const int64_t b = 8 * sb + k;
+          d[b * nrows] = dd * static_cast<float>(sc);
+          m[b * nrows] = -(dmin * static_cast<float>(mn));
+          store32(out + b * nrows * 32, _mm256_or_si256(block_bytes::q5k_values(blk, k), k128));
         }
       }
       return;
@@ -213,7 +245,7 @@ void gemm_avx512vnni(const DecodedRows& rows, const int8::PackedTokens& x, float
 namespace medtune::int8_detail {
 // Never selected off x86 (gemm_available() is false there); the symbols must exist.
 void decode_rows_avx512vnni(DType, const uint8_t*, int64_t, int64_t, int64_t, uint8_t*, float*,
-                            float*) {}
+                            float*, int32_t*) {}
 void gemm_avx512vnni(const DecodedRows&, const int8::PackedTokens&, float*, int64_t) {}
 }  // namespace medtune::int8_detail
 #endif

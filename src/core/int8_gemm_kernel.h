@@ -13,14 +13,14 @@ struct DecodedRows {
   int64_t nrows = 0, nb = 0;
   // (nb, nrows, 32), the integers w_e of quant_int8.h in the kernel's form: AVX-512 VNNI w_e + 128;
   // AVX2 and AVX-VNNI the nibble (Q4_0, Q4_1, Q4_K; Q4_0's w_e = nibble - 8) or w_e itself (Q8_0,
-  // NF4).
+  // NF4, Q5_0, Q5_1, Q5_K).
   const uint8_t* w = nullptr;
   const float* d = nullptr;    // (nb, nrows): d_w
   const float* m = nullptr;    // (nb, nrows): m_w, or null for types without a min
 };
 
 // Rows i < nrows of W (row i at w + i * row_bytes, nb blocks of 32 of type t) into the layout
-// above: wout (nb, nrows, 32), d and m (nb, nrows; m written for Q4_1 and Q4_K only). The
+// above: wout (nb, nrows, 32), d and m (nb, nrows; m written for the types with a min only). The
 // integers and scales of int8_detail::weight_block, which the scalar reference uses.
 void decode_rows_avx512vnni(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, int64_t nb,
                             uint8_t* wout, float* d, float* m);

@@ -9,7 +9,7 @@
 namespace medtune {
 
 // Converts n elements starting at the beginning of `src` (n a multiple of the block size of t).
-// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K. Throws Internal on other types.
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K. Throws Internal on other types.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
 // dot(dequantize(src[0:n]), x[0:n]) without materializing the row: the decode (gemv) path.
@@ -27,8 +27,9 @@ float dot_row_bf16(DType t, const void* src, const float* x, int64_t n);
 // acc after acc = fma(value[k], x_t[k], acc) for k = l, l + 8, l + 16, ... < n, ascending, from
 // acc = 0, with value = exactly dequantize_row's. The server's batch-invariant products
 // (ops/cpu/linear_invariant.cpp) are defined by that order and reduce the lanes themselves.
-// Returns false, computing nothing, where there is no fused kernel (not Q8_0/Q4_0/Q4_1/Q4_K/Q6_K,
-// or no AVX2 on this CPU or under MEDTUNE_ISA): the caller then dequantizes and dots.
+// Returns false, computing nothing, where there is no fused kernel (not Q8_0/Q4_0/Q4_1/Q5_0/
+// Q5_1/Q4_K/Q5_K/Q6_K, or no AVX2 on this CPU or under MEDTUNE_ISA): the caller then dequantizes
+// and dots.
 bool dot_lanes8(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const float* const* x, int ntok,
                 int64_t n, float* lanes);
 

@@ -60,6 +60,35 @@ void weight_block(DType t, const uint8_t* row, int64_t b, WeightBlock* wb) {
       }
       return;
     }
+    // Q5_0: d * (q - 16), Q5_1: d * q + m; q = nibble | fifth bit << 4 (core/block_bytes_avx2.h).
+    case DType::Q5_0:
+    case DType::Q5_1: {
+      const bool min = t == DType::Q5_1;
+      const uint8_t* blk = row + (min ? 24 : 22) * b;
+      wb->d = load_f16(blk);
+      if (min) wb->m = load_f16(blk + 2);
+      uint32_t qh;
+      std::memcpy(&qh, blk + (min ? 4 : 2), 4);
+      const uint8_t* qs = blk + (min ? 8 : 6);
+      for (int e = 0; e < kBlock; ++e) {
+        const int nib = e < kBlock / 2 ? qs[e] & 0xF : qs[e - kBlock / 2] >> 4;
+        wb->w[e] = (nib | static_cast<int>((qh >> e) & 1) << 4) - (min ? 0 : 16);
+      }
+      return;
+    }
+    case DType::Q5_K: {  // sub-block k as Q4_K's, with bit k of qh[e] as each element's fifth bit
+      const uint8_t* blk = row + 176 * (b / 8);
+      const int k = static_cast<int>(b % 8);
+      uint8_t sc, mn;
+      kquant::q4k_scale_min(k, blk + 4, &sc, &mn);
+      wb->d = load_f16(blk) * static_cast<float>(sc);
+      wb->m = -(load_f16(blk + 2) * static_cast<float>(mn));
+      const uint8_t* qh = blk + 16;
+      const uint8_t* qs = blk + 48 + 32 * (k / 2);
+      for (int e = 0; e < kBlock; ++e)
+        wb->w[e] = ((k % 2 == 0) ? (qs[e] & 0xF) : (qs[e] >> 4)) | ((qh[e] >> k) & 1) << 4;
+      return;
+    }
     case DType::Q4_K: {  // sub-block k: (d*sc)*q - dmin*m, both products exact in fp32
       const uint8_t* blk = row + kquant::kQ4KBytes * (b / 8);
       const int k = static_cast<int>(b % 8);
@@ -122,8 +151,12 @@ int8_detail::DotRowsFn kernel_of(Isa isa) {
 }  // namespace
 
 bool supports(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::Q6_K ||
-         t == DType::NF4;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
+         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::NF4;
+}
+
+bool has_min(DType t) {
+  return t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q4_K || t == DType::Q5_K;
 }
 
 const int8_t* nf4_levels() {
@@ -228,7 +261,7 @@ void quantize_activations_scalar(const float* x, int64_t n, BlockQ8* out) {
 }
 
 float dot_scalar(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb) {
-  const bool has_min = t == DType::Q4_1 || t == DType::Q4_K;
+  const bool min = has_min(t);
   float acc = 0.0f, macc = 0.0f;
   int8_detail::WeightBlock wb;
   for (int64_t b = 0; b < nb; ++b) {
@@ -236,15 +269,15 @@ float dot_scalar(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb) {
     int32_t isum = 0;  // exact: |isum| <= 32 * 128 * 127 (Q6_K: 8 * 128 * 4 * 32 * 127) < 2^24
     for (int e = 0; e < kBlock; ++e) isum += wb.lane_mul[e / 4] * (wb.w[e] * x[b].q[e]);
     acc = std::fma(wb.d * x[b].d, static_cast<float>(isum), acc);
-    if (has_min) macc = std::fma(wb.m, x[b].s, macc);
+    if (min) macc = std::fma(wb.m, x[b].s, macc);
   }
-  return has_min ? acc + macc : acc;  // without a min, no + 0 (it would turn -0 into +0)
+  return min ? acc + macc : acc;  // without a min, no + 0 (it would turn -0 into +0)
 }
 
 namespace {
 void check_row(DType t, int64_t nb) {
   if (!supports(t)) throw Internal("int8 dot: no int8 kernel for " + std::string(dtype_name(t)));
-  if ((t == DType::Q4_K || t == DType::Q6_K) && nb % 8 != 0)
+  if ((t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) && nb % 8 != 0)
     throw Internal("int8 dot: " + std::string(dtype_name(t)) + " rows hold whole 256-element super-blocks; got " +
                    std::to_string(nb) + " blocks of 32");
   if (t == DType::NF4 && nb % 2 != 0)

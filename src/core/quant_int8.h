@@ -7,9 +7,10 @@
 //     [-127, 127], s = d * sum(q). d and s stay fp32 (llama.cpp rounds d to f16: ours is the
 //     more exact choice and costs nothing). A block with a NaN or an infinity gets d = NaN, so
 //     the result is NaN as the fp32 path's would be, never a silently finite number.
-//   - weights as stored: Q8_0 q (int8), Q4_0 q - 8, Q4_1 q (0..15) with its min m. The
-//     k-quants by sub-block of 32 (core/kquant_layout.h): Q4_K q (0..15) with d_w = d*sc_k and
-//     min m = -(dmin*m_k) (both products exact in fp32); Q6_K q - 32 with d_w = d and an int8
+//   - weights as stored: Q8_0 q (int8), Q4_0 q - 8, Q4_1 q (0..15) with its min m, Q5_0 q - 16,
+//     Q5_1 q (0..31) with its min m. The k-quants by sub-block of 32 (core/kquant_layout.h,
+//     core/block_bytes_avx2.h): Q4_K q (0..15) and Q5_K q (0..31) with d_w = d*sc_k and min
+//     m = -(dmin*m_k) (both products exact in fp32); Q6_K q - 32 with d_w = d and an int8
 //     scale per 16 elements, applied to the integer lane sums (s_j below).
 //     NF4 (DType::NF4 row blocks of 64: fp32 absmax, then 32 bytes, the first element in the
 //     high nibble) by half-block of 32: w = the level's int8 value round(kCode[code] * 127)
@@ -19,8 +20,9 @@
 //   - per block b the integer sum isum_b = sum over lanes j (0..7) of s_j * (sum of w*q over
 //     elements 4j..4j+3), exact in int32 in any order (s_j = 1 except Q6_K's sub-block scale;
 //     |isum_b| <= 8 * 128 * 4 * 32 * 127 < 2^24, so float(isum_b) is exact too);
-//     acc = fma(d_w * d_x, float(isum_b), acc) over blocks in order, one fp32 accumulator; Q4_1
-//     and Q4_K also macc = fma(m_w, s_x, macc). The result is acc + macc (Q4_1, Q4_K) or acc.
+//     acc = fma(d_w * d_x, float(isum_b), acc) over blocks in order, one fp32 accumulator; the
+//     types with a min (has_min) also macc = fma(m_w, s_x, macc). The result is acc + macc
+//     (with a min) or acc.
 //     Every kernel computes exactly these operations: the row kernels of every ISA (scalar, AVX2,
 //     AVX-VNNI, AVX-512 VNNI) and the GEMM (int8_gemm.h), so a token's result has the same bits
 //     whichever kernel ran and whatever else was in its batch. (Until session 27 the row kernels
@@ -46,9 +48,11 @@ struct BlockQ8 {
   int8_t q[kBlock];
 };
 
-// The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, NF4. Others (F16, BF16,
-// F32) take the fp32 path.
+// The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, NF4.
+// Others (F16, BF16, F32) take the fp32 path.
 bool supports(DType t);
+// The types whose blocks add a min m_w (Q4_1, Q5_1, Q4_K, Q5_K): their dots end acc + macc.
+bool has_min(DType t);
 
 // NF4's 16 levels as int8: round(nf4::kCode[i] * 127), i = the 4-bit code.
 const int8_t* nf4_levels();

@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "core/block_bytes_avx2.h"
+
 namespace medtune::int8_detail {
 namespace {
 

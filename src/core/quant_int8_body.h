@@ -9,8 +9,8 @@
 // vpmaddubsw pair sum is at most 2 * 128 * 127 = 32512 < 2^15: it never saturates, and the
 // AVX2 and VNNI lanes hold the same exact integers.
 
-// #include'd in an anonymous namespace after dot4(); needs <immintrin.h>, <cstring>, <cstdint> and
-// core/kquant_layout.h.
+// #include'd in an anonymous namespace after dot4(); needs <immintrin.h>, <cstring>, <cstdint>,
+// core/kquant_layout.h and core/block_bytes_avx2.h.
 
 constexpr int kTokTile = 4;  // tokens per pass over a weight row (each block decoded once)
 
@@ -107,7 +107,8 @@ struct BlockAcc<4> {
   }
 };
 
-// Signed weights (Q8_0, Q4_0, NF4): |w| as unsigned bytes, the sign moved onto the activations.
+// Signed weights (Q8_0, Q4_0, Q5_0, NF4): |w| as unsigned bytes, the sign moved onto the
+// activations.
 template <int T>
 inline void accumulate_signed(__m256i w, float dw, const int8::BlockQ8* const* xb, BlockAcc<T>& acc) {
   const __m256i aw = _mm256_sign_epi8(w, w);
@@ -129,26 +130,34 @@ void dot_tile(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, flo
     } else if (t == DType::Q4_0) {
       const uint8_t* blk = w + 18 * b;
       accumulate_signed<T>(_mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8)), f16(blk), xb, acc);
-    } else {  // Q4_1: unsigned weights go straight into the unsigned operand
-      const uint8_t* blk = w + 20 * b;
-      const __m256i q = nibbles(blk + 4);
+    } else if (t == DType::Q5_0) {
+      const uint8_t* blk = w + block_bytes::kQ5_0Bytes * b;
+      accumulate_signed<T>(
+          _mm256_sub_epi8(block_bytes::q5_values(blk + 2, blk + 6), _mm256_set1_epi8(16)), f16(blk),
+          xb, acc);
+    } else {  // Q4_1, Q5_1: unsigned weights (0..15, 0..31) go straight into the unsigned operand
+      const bool five = t == DType::Q5_1;
+      const uint8_t* blk = w + (five ? block_bytes::kQ5_1Bytes : 20) * b;
+      const __m256i q = five ? block_bytes::q5_values(blk + 4, blk + 8) : nibbles(blk + 4);
       __m256i p[T];
       for (int k = 0; k < T; ++k) p[k] = dot4(q, load_q(xb[k]->q));
       acc.add(p, f16(blk), xb);
       acc.add_min(f16(blk + 2), xb);
     }
   }
-  acc.store(t == DType::Q4_1, y, y_stride);
+  acc.store(t == DType::Q4_1 || t == DType::Q5_1, y, y_stride);
 }
 
-// Q4_K, one super-block (8 activation blocks) at a time: sub-block k is a Q4_1-like block with
-// scale d*sc_k and min -(dmin*m_k) (kquant_layout.h), its unsigned nibbles straight into dot4.
-template <int T>
-void dot_tile_q4k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
+// Q4_K and Q5_K (D), one super-block (8 activation blocks) at a time: sub-block k is a
+// Q4_1-like block with scale d*sc_k and min -(dmin*m_k) (kquant_layout.h, block_bytes_avx2.h), its
+// unsigned integers (0..15, 0..31) straight into dot4.
+template <int T, DType D>
+void dot_tile_kmin(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y,
+                   int64_t y_stride) {
   BlockAcc<T> acc;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
-    const uint8_t* blk = w + kquant::kQ4KBytes * sb;
+    const uint8_t* blk = w + (D == DType::Q5_K ? block_bytes::kQ5KBytes : kquant::kQ4KBytes) * sb;
     const float d = f16(blk), dmin = f16(blk + 2);
     float ds[8], dm[8];
     for (int j = 0; j < 8; ++j) {
@@ -158,8 +167,16 @@ void dot_tile_q4k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y
       dm[j] = -(dmin * static_cast<float>(mn));
     }
     for (int pair = 0; pair < 4; ++pair) {
-      const __m256i bytes = load_q(reinterpret_cast<const int8_t*>(blk + kquant::kQ4KQsOffset + 32 * pair));
-      const __m256i q[2] = {_mm256_and_si256(bytes, m4), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), m4)};
+      __m256i q[2];
+      if constexpr (D == DType::Q5_K) {
+        q[0] = block_bytes::q5k_values(blk, 2 * pair);
+        q[1] = block_bytes::q5k_values(blk, 2 * pair + 1);
+      } else {
+        const __m256i bytes =
+            load_q(reinterpret_cast<const int8_t*>(blk + kquant::kQ4KQsOffset + 32 * pair));
+        q[0] = _mm256_and_si256(bytes, m4);
+        q[1] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), m4);
+      }
       for (int half = 0; half < 2; ++half) {
         const int sub = 2 * pair + half;
         const int64_t b = 8 * sb + sub;
@@ -182,21 +199,13 @@ void dot_tile_q4k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y
 template <int T>
 void dot_tile_q6k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
   BlockAcc<T> acc;
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
     const uint8_t* blk = w + kquant::kQ6KBytes * sb;
     const float d = f16(blk + kquant::kQ6KDOffset);
     const int8_t* sc = reinterpret_cast<const int8_t*>(blk + kquant::kQ6KScaleOffset);
     for (int h = 0; h < 2; ++h) {
-      const __m256i ql[2] = {load_q(reinterpret_cast<const int8_t*>(blk + 64 * h)),
-                             load_q(reinterpret_cast<const int8_t*>(blk + 64 * h + 32))};
-      const __m256i qh = load_q(reinterpret_cast<const int8_t*>(blk + 128 + 32 * h));
       for (int g = 0; g < 4; ++g) {
-        const __m256i lo = g < 2 ? _mm256_and_si256(ql[g & 1], m4)
-                                 : _mm256_and_si256(_mm256_srli_epi16(ql[g & 1], 4), m4);
-        // The 2 high bits, masked before the 16-bit shift so nothing crosses into the next byte.
-        const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2), 4);
-        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), k32);  // -32..31
+        const __m256i q = block_bytes::q6k_values(blk, h, g);  // -32..31
         const __m256i aq = _mm256_sign_epi8(q, q);
         const int s0 = sc[8 * h + 2 * g], s1 = sc[8 * h + 2 * g + 1];
         const __m256i lane_mul = _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
@@ -238,18 +247,19 @@ void dot_tile_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y
 
 template <int T>
 void dot_tile_any(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
-  if (t == DType::Q4_K) return dot_tile_q4k<T>(w, x, nb, y, y_stride);
+  if (t == DType::Q4_K) return dot_tile_kmin<T, DType::Q4_K>(w, x, nb, y, y_stride);
+  if (t == DType::Q5_K) return dot_tile_kmin<T, DType::Q5_K>(w, x, nb, y, y_stride);
   if (t == DType::Q6_K) return dot_tile_q6k<T>(w, x, nb, y, y_stride);
   if (t == DType::NF4) return dot_tile_nf4<T>(w, x, nb, y, y_stride);
   dot_tile<T>(t, w, x, nb, y, y_stride);
 }
 
-// One token against one row of a legacy-block type D (Q8_0, Q4_0, Q4_1): exactly the operations
-// of dot_tile<1> (so the same bits), with the dtype known at compile time, the row stream
-// prefetched ahead, and the integer sums of 4 blocks reduced together (block_sums4: a quarter of
-// the shuffles of 4 block_sum). Measured on Zen 4, SmolLM2 decode at batch 1, 2 threads, medians
-// of 5 alternating rounds on a noisy machine (tokens/s, Q4_1 / Q8_0): one call per row with the
-// dtype switch inside, 135 / 133; this, without the prefetch, 151 / 161; with it, 163 / 163.
+// One token against one row of a legacy-block type D (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): exactly the
+// operations of dot_tile<1> (so the same bits), with the dtype known at compile time, the row
+// stream prefetched ahead, and the integer sums of 4 blocks reduced together (block_sums4: a
+// quarter of the shuffles of 4 block_sum). Measured on Zen 4, SmolLM2 decode at batch 1, 2 threads,
+// medians of 5 alternating rounds on a noisy machine (tokens/s, Q4_1 / Q8_0): one call per row with
+// the dtype switch inside, 135 / 133; this, without the prefetch, 151 / 161; with it, 163 / 163.
 // Taking 2 or 4 rows at once (independent FMA chains) made decode 1.3-2.6x slower: interleaved
 // row streams defeat the hardware prefetcher on weights larger than the cache. The distance,
 // 4096 bytes then, is 16384 since session 40: on an Intel Xeon (AVX-512 VNNI) decode after a
@@ -258,30 +268,42 @@ void dot_tile_any(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb,
 constexpr int64_t kPrefetchBytes = 16384;
 
 // Block b of a row of type D against the token's block: the 8 lane sums, and d_w (lane 0 of dm)
-// with Q4_1's m_w (lane 1): Q4_1's two halves are adjacent, one conversion for both.
+// with the min m_w (lane 1) of Q4_1 and Q5_1, whose two halves are adjacent: one conversion for
+// both.
 template <DType D>
 inline __m256i block_lanes(const uint8_t* blk, const int8::BlockQ8& xb, __m128* dm) {
-  if constexpr (D == DType::Q4_1) {
+  if constexpr (D == DType::Q4_1 || D == DType::Q5_1) {
     uint32_t h2;
     std::memcpy(&h2, blk, 4);
     *dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h2)));
-    return dot4(nibbles(blk + 4), load_q(xb.q));
+    return dot4(D == DType::Q5_1 ? block_bytes::q5_values(blk + 4, blk + 8) : nibbles(blk + 4),
+                load_q(xb.q));
   } else {
     *dm = _mm_set_ss(f16(blk));
-    const __m256i w = D == DType::Q8_0 ? load_q(reinterpret_cast<const int8_t*>(blk + 2))
-                                       : _mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8));
+    __m256i w;
+    if constexpr (D == DType::Q8_0)
+      w = load_q(reinterpret_cast<const int8_t*>(blk + 2));
+    else if constexpr (D == DType::Q5_0)
+      w = _mm256_sub_epi8(block_bytes::q5_values(blk + 2, blk + 6), _mm256_set1_epi8(16));
+    else
+      w = _mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8));
     return dot4(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load_q(xb.q), w));
   }
 }
 
 template <DType D>
 float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
-  constexpr int64_t kBytes = D == DType::Q8_0 ? 34 : D == DType::Q4_0 ? 18 : 20;
+  constexpr bool kMin = D == DType::Q4_1 || D == DType::Q5_1;
+  constexpr int64_t kBytes = D == DType::Q8_0   ? 34
+                             : D == DType::Q4_0 ? 18
+                             : D == DType::Q4_1 ? 20
+                             : D == DType::Q5_0 ? block_bytes::kQ5_0Bytes
+                                                : block_bytes::kQ5_1Bytes;
   float acc = 0.0f, macc = 0.0f;
   // Block b's terms, in block order: acc = fma(d_w * d_x, sum, acc), macc = fma(m_w, s_x, macc).
   const auto add = [&](__m128 dm, float sum, const int8::BlockQ8& xb) {
     acc = fma1(_mm_cvtss_f32(dm) * xb.d, sum, acc);
-    if constexpr (D == DType::Q4_1) macc = fma1(_mm_cvtss_f32(_mm_movehdup_ps(dm)), xb.s, macc);
+    if constexpr (kMin) macc = fma1(_mm_cvtss_f32(_mm_movehdup_ps(dm)), xb.s, macc);
   };
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
@@ -303,7 +325,7 @@ float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
     const __m256i p = block_lanes<D>(w + kBytes * b, x[b], &dm);
     add(dm, block_sum(p), x[b]);
   }
-  return D == DType::Q4_1 ? acc + macc : acc;
+  return kMin ? acc + macc : acc;
 }
 
 // Rows [0, nrows) of a legacy-block type against one token; false for other types.
@@ -316,6 +338,8 @@ bool dot_rows_one_token(DType t, const uint8_t* w, int64_t row_bytes, int64_t nr
     case DType::Q8_0: run(dot_one_token<DType::Q8_0>); return true;
     case DType::Q4_0: run(dot_one_token<DType::Q4_0>); return true;
     case DType::Q4_1: run(dot_one_token<DType::Q4_1>); return true;
+    case DType::Q5_0: run(dot_one_token<DType::Q5_0>); return true;
+    case DType::Q5_1: run(dot_one_token<DType::Q5_1>); return true;
     default: return false;
   }
 }

@@ -33,7 +33,7 @@ struct StoredMatrix {
 void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
 
 // The same product on the int8 route (`--precision int8`, core/quant_int8.h) when W's dtype has an
-// int8 kernel (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, NF4): the N rows of x are quantized per block of 32
+// int8 kernel (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, NF4): the N rows of x are quantized per block of 32
 // to int8 once, then dotted with the weight rows in integers, threaded over rows:
 //  - N >= 16 (prompts, scoring), where the CPU has AVX2 and the type one scale per 32: the
 //    register-blocked GEMM (core/int8_gemm.h);

@@ -31,7 +31,8 @@ using int8::BlockQ8;
 
 const std::string kDir = std::string(MEDTUNE_SOURCE_DIR) + "/tests/fixtures/quant/";
 constexpr int64_t kN = 1024;  // elements in each fixture (tests/fixtures/quant/<TYPE>.blocks)
-const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K, DType::NF4};
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
 const Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni};
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
@@ -70,11 +71,12 @@ std::vector<uint8_t> weight_rows(DType t, int rows, uint64_t seed) {
     const uint16_t scale = static_cast<uint16_t>(0x1000 + rng() % 0x2000);  // ~2^-12 .. 2^-4
     // The f16 scale: first in every block but Q6_K's (its last 2 bytes).
     std::memcpy(blk + (t == DType::Q6_K ? 208 : 0), &scale, 2);
-    if (t == DType::Q4_1) {
+    if (t == DType::Q4_1 || t == DType::Q5_1) {
       const uint16_t m = static_cast<uint16_t>((0x1000 + rng() % 0x2000) | (rng() % 2 ? 0x8000 : 0));
       std::memcpy(blk + 2, &m, 2);
     }
-    if (t == DType::Q4_K) {  // dmin: positive as llama.cpp's quantizer writes it (mins are subtracted)
+    // dmin: positive as llama.cpp's quantizer writes it (mins are subtracted).
+    if (t == DType::Q4_K || t == DType::Q5_K) {
       const uint16_t m = static_cast<uint16_t>(0x1000 + rng() % 0x2000);
       std::memcpy(blk + 2, &m, 2);
     }
@@ -83,15 +85,16 @@ std::vector<uint8_t> weight_rows(DType t, int rows, uint64_t seed) {
 }
 
 // The constant part of activation block b's weights in a row (x = integer part + min): Q4_1's
-// stored min, Q4_K's -(dmin * m_k) (core/kquant_layout.h), 0 for the other types.
+// and Q5_1's stored min, Q4_K's and Q5_K's -(dmin * m_k) (core/kquant_layout.h), 0 for the other
+// types.
 double block_min(DType t, const uint8_t* row, int64_t b) {
   uint16_t h;
-  if (t == DType::Q4_1) {
-    std::memcpy(&h, row + 20 * b + 2, 2);
+  if (t == DType::Q4_1 || t == DType::Q5_1) {
+    std::memcpy(&h, row + (t == DType::Q4_1 ? 20 : 24) * b + 2, 2);
     return f16_to_f32(h);
   }
-  if (t == DType::Q4_K) {
-    const uint8_t* blk = row + 144 * (b / 8);
+  if (t == DType::Q4_K || t == DType::Q5_K) {
+    const uint8_t* blk = row + (t == DType::Q4_K ? 144 : 176) * (b / 8);
     const int k = static_cast<int>(b % 8);
     const uint8_t* s = blk + 4;
     const int m = k < 4 ? (s[k + 4] & 63) : ((s[k + 4] >> 4) | ((s[k] >> 6) << 4));
@@ -126,8 +129,8 @@ std::vector<double> route_weights(DType t, const uint8_t* row) {
 // One row against one token's quantized blocks in double, over the route's own values: exact =
 // sum_b d_x sum_e w_e q_e (+ the min's m_w s_x), with w the route's dequantized weights (every
 // partial exact in double). mag bounds every fp32 operand a reference adds: |d_w d_x p| <= d_x
-// sum|d_w w_e q_e| and |m_w s_x|; m_w is the block's min (Q4_1, Q4_K; d_w w_e = dequantized - m_w
-// exactly).
+// sum|d_w w_e q_e| and |m_w s_x|; m_w is the block's min (int8::has_min; d_w w_e = dequantized -
+// m_w exactly).
 struct DoubleDot {
   double exact, mag;
 };
@@ -379,6 +382,9 @@ TEST(Int8Dot, Nf4LevelsAreTheCodeTimes127Rounded) {
 TEST(Int8Dot, SupportedTypesAndErrors) {
   EXPECT_TRUE(int8::supports(DType::Q8_0));
   EXPECT_TRUE(int8::supports(DType::Q4_K));
+  EXPECT_TRUE(int8::supports(DType::Q5_0));
+  EXPECT_TRUE(int8::supports(DType::Q5_1));
+  EXPECT_TRUE(int8::supports(DType::Q5_K));
   EXPECT_TRUE(int8::supports(DType::Q6_K));
   EXPECT_TRUE(int8::supports(DType::NF4));
   EXPECT_FALSE(int8::supports(DType::F32));
@@ -389,6 +395,7 @@ TEST(Int8Dot, SupportedTypesAndErrors) {
   EXPECT_THROW(int8::dot_rows(DType::BF16, w, &b, 1, 1, &y, 1), Internal);
   // A k-quant row is whole super-blocks (8 activation blocks).
   EXPECT_THROW(int8::dot_rows(DType::Q6_K, w, &b, 1, 1, &y, 1), Internal);
+  EXPECT_THROW(int8::dot_rows(DType::Q5_K, w, &b, 1, 1, &y, 1), Internal);
   // An NF4 row is whole blocks of 64 (2 activation blocks).
   EXPECT_THROW(int8::dot_rows(DType::NF4, w, &b, 1, 1, &y, 1), Internal);
   EXPECT_THROW(int8::quantize_activations(nullptr, 31, &b), Internal);
@@ -396,7 +403,8 @@ TEST(Int8Dot, SupportedTypesAndErrors) {
 
 // ---- The GEMM (core/int8_gemm.h) ----
 
-const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::NF4};
+const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                            DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::NF4};
 
 class Int8Gemm : public ::testing::TestWithParam<DType> {};
 
@@ -465,14 +473,18 @@ TEST_P(Int8Gemm, EveryKernelMatchesScalarReferenceBitForBit) {
 // The operands at their limits, where a kernel's narrow intermediate would saturate if its bound
 // were wrong (int8_gemm_avx2.cpp: pair sums up to 2 * 128 * 127 in int16, and a Q4 block's 8
 // groups summed in int16 up to 30480): every weight at its extreme integer (Q8_0 -128, NF4 -127,
-// nibbles 15), every activation +-127 (blocks of constant sign and magnitude).
+// nibbles 15, Q5_0 -16, Q5_1 and Q5_K 31: summed in int16 as the nibbles are, the last two would
+// overflow), every activation +-127 (blocks of constant sign and magnitude).
 TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
   const DType t = GetParam();
   constexpr int kRows = 5;
   std::vector<uint8_t> w = weight_rows(t, kRows, 45);
   const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN), bb = dtype_block_bytes(t);
-  const int64_t header = t == DType::Q8_0 ? 2 : t == DType::Q4_0 ? 2 : t == DType::Q4_1 ? 4 : t == DType::Q4_K ? 16 : 4;
-  const uint8_t extreme = t == DType::Q8_0 ? 0x80 : t == DType::NF4 ? 0x00 : 0xFF;
+  // The bytes before a block's integers: its scales (Q5_K's 16, then qh and qs), NF4's absmax.
+  const int64_t header = t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 ? 2
+                         : t == DType::Q4_K || t == DType::Q5_K                  ? 16
+                                                                                 : 4;
+  const uint8_t extreme = t == DType::Q8_0 ? 0x80 : t == DType::NF4 || t == DType::Q5_0 ? 0x00 : 0xFF;
   for (int64_t b = 0; b < rb * kRows / bb; ++b)
     std::memset(w.data() + b * bb + header, extreme, static_cast<size_t>(bb - header));
   constexpr int kTok = 20;

@@ -64,6 +64,11 @@ TEST(BlockLinearsTakeInt8, EveryBlockLinearAndOnlyThoseCount) {
   EXPECT_TRUE(block_linears_take_int8(ckpt, WeightQuant::kNone));  // embeddings and norms stay F32
   ckpt.tensors.at(one).dtype = DType::F16;
   EXPECT_FALSE(block_linears_take_int8(ckpt, WeightQuant::kNone)) << one;
+  // llama.cpp's Q4_K_M of a model whose widths are not multiples of 256 is mostly Q5_0.
+  for (const DType t : {DType::Q5_0, DType::Q5_1, DType::Q5_K}) {
+    ckpt.tensors.at(one).dtype = t;
+    EXPECT_TRUE(block_linears_take_int8(ckpt, WeightQuant::kNone)) << dtype_name(t);
+  }
 }
 TEST(InferencePlan, ForwardOnADeviceHoldsWhatThePlanSays) {
   for (const bool with_lora : {false, true}) {
