@@ -147,7 +147,8 @@ void run_kernel(Kernel k, DType t, const uint8_t* w, int64_t row_bytes, int64_t 
   if (!gemm_supports(t))
     throw Internal("int8 gemm: no GEMM kernel for " + std::string(dtype_name(t)));
   const int64_t nb = x.nb;
-  if (((t == DType::Q4_K || t == DType::Q5_K) && nb % 8 != 0) || (t == DType::NF4 && nb % 2 != 0))
+  const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+  if ((k_quant && nb % 8 != 0) || (t == DType::NF4 && nb % 2 != 0))
     throw Internal("int8 gemm: " + std::string(dtype_name(t)) + " rows of " + std::to_string(nb) +
                    " blocks of 32 do not hold whole blocks of the type");
   thread_local DecodeScratch s;
@@ -156,17 +157,23 @@ void run_kernel(Kernel k, DType t, const uint8_t* w, int64_t row_bytes, int64_t 
     s.w.resize(cells * kBlock);
     s.d.resize(cells);
     s.m.resize(cells);
+    s.sc.resize(cells * 2);
   }
   const bool min = has_min(t);
-  const int8_detail::DecodedRows rows{nrows, nb, s.w.data(), s.d.data(),
-                                      min ? s.m.data() : nullptr};
+  const int8_detail::DecodedRows rows{.nrows = nrows,
+                                      .nb = nb,
+                                      .w = s.w.data(),
+                                      .d = s.d.data(),
+                                      .m = min ? s.m.data() : nullptr,
+                                      .sc = t == DType::Q6_K ? s.sc.data() : nullptr};
   if (k == Kernel::kAvx512Vnni) {
     int8_detail::decode_rows_avx512vnni(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(),
-                                        s.m.data());
+                                        s.m.data(), s.sc.data());
     int8_detail::gemm_avx512vnni(rows, x, y, y_stride);
     return;
   }
-  int8_detail::decode_rows_avx2(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(), s.m.data());
+  int8_detail::decode_rows_avx2(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(), s.m.data(),
+                                s.sc.data());
   if (k == Kernel::kAvxVnni)
     int8_detail::gemm_avxvnni(t, rows, x, y, y_stride);
   else if (k == Kernel::kAvxVnniEmulated)

@@ -52,7 +52,7 @@ inline void store32(uint8_t* out, __m256i v) {
 
 // One row's nb blocks into cell (b, i) of the layout: out + (b * nrows) * 32, d + b * nrows, ...
 void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t* out, float* d,
-                float* m) {
+                float* m, int32_t* scales16) {
   switch (t) {
     case DType::Q8_0:  // w itself (signed form)
       for (int64_t b = 0; b < nb; ++b) {
@@ -123,6 +123,21 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
         }
       }
       return;
+    case DType::Q6_K:  // group g of half h: w = q - 32 itself (signed form), 2 scales of 16
+      for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = row + kquant::kQ6KBytes * sb;
+        const float dd = f16(blk + kquant::kQ6KDOffset);
+        const int8_t* scales = reinterpret_cast<const int8_t*>(blk + kquant::kQ6KScaleOffset);
+        for (int k = 0; k < 8; ++k) {
+          const int h = k / 4, g = k % 4;
+          const int64_t b = 8 * sb + k;
+          d[b * nrows] = dd;
+          scales16[2 * b * nrows] = scales[8 * h + 2 * g];
+          scales16[2 * b * nrows + 1] = scales[8 * h + 2 * g + 1];
+          store32(out + b * nrows * 32, block_bytes::q6k_values(blk, h, g));
+        }
+      }
+      return;
     case DType::NF4: {  // half b % 2 of block b / 2: the codes (high nibble first) -> levels
       alignas(16) int8_t lut[16];
       for (int i = 0; i < 16; ++i) lut[i] = int8::nf4_levels()[i];
@@ -182,9 +197,9 @@ inline __m256i nibble_widen(__m256i s) { return s; }
 }  // namespace int32_sums
 
 void decode_rows_avx2(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, int64_t nb,
-                      uint8_t* wout, float* d, float* m) {
+                      uint8_t* wout, float* d, float* m, int32_t* sc) {
   for (int64_t i = 0; i < nrows; ++i)
-    decode_row(t, w + i * row_bytes, nrows, nb, wout + i * 32, d + i, m + i);
+    decode_row(t, w + i * row_bytes, nrows, nb, wout + i * 32, d + i, m + i, sc + 2 * i);
 }
 
 void gemm_avx2(DType t, const DecodedRows& rows, const int8::PackedTokens& x, float* y,

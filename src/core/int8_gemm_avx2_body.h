@@ -19,11 +19,14 @@ constexpr int kGroups = 8;                     // 4-byte groups per block of 32
 constexpr int64_t kPanel = int8::kGemmTokens;  // tokens per packed panel (16)
 constexpr int64_t kHalf = 8;                   // tokens per ymm: one tile's tokens
 
-enum class Form { kNibble, kNibbleMinus8, kSigned };
+// kSignedScaled: Q6_K, signed, each block half (groups 0-3, 4-7) summed on its own and multiplied
+// by its int scale (rw.sc) before the halves are added.
+enum class Form { kNibble, kNibbleMinus8, kSigned, kSignedScaled };
 
 Form form_of(DType t) {
   if (t == DType::Q4_0) return Form::kNibbleMinus8;
   if (t == DType::Q4_1 || t == DType::Q4_K) return Form::kNibble;
+  if (t == DType::Q6_K) return Form::kSignedScaled;
   return Form::kSigned;  // Q8_0, NF4, Q5_0, and Q5_1 and Q5_K with their mins
 }
 
@@ -44,32 +47,52 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
     const int64_t c0 = b * rw.nrows + r0;  // row r0's cell in block b
     // The block's sums: int32, or int16 pair sums for the nibble forms where nibble_acc keeps them
     // (AVX2).
-    __m256i s[R][TV];
+    __m256i s[R][TV], s1[R][TV];  // s1: Q6_K's second half
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
-      for (int v = 0; v < TV; ++v) s[i][v] = _mm256_setzero_si256();
-    // Unrolled by 2 only: fully unrolled, GCC 12 regrouped the (associative) int16 sums into a
-    // tree, computed every product first and spilled most of them to the stack.
+      for (int v = 0; v < TV; ++v) s[i][v] = s1[i][v] = _mm256_setzero_si256();
+    // Groups [g0, g1) into sums: unrolled by 2 only: fully unrolled, GCC 12 regrouped the
+    // (associative) int16 sums into a tree, computed every product first and spilled most of them
+    // to the stack.
+    const auto add_groups = [&](int g0, int g1, __m256i (&sums)[R][TV]) {
 #pragma GCC unroll 2
-    for (int g = 0; g < kGroups; ++g) {
-      __m256i a[TV];
+      for (int g = g0; g < g1; ++g) {
+        __m256i a[TV];
 #pragma GCC unroll 2
-      for (int v = 0; v < TV; ++v)
-        a[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + g * kPanel * 4 + v * kHalf * 4));
+        for (int v = 0; v < TV; ++v)
+          a[v] = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(qb + g * kPanel * 4 + v * kHalf * 4));
 #pragma GCC unroll 8
-      for (int i = 0; i < R; ++i) {
-        int32_t w4;
-        std::memcpy(&w4, rw.w + (c0 + i) * 32 + 4 * g, 4);
-        const __m256i wb = _mm256_set1_epi32(w4);  // the row's 4 bytes, beside each token's 4
+        for (int i = 0; i < R; ++i) {
+          int32_t w4;
+          std::memcpy(&w4, rw.w + (c0 + i) * 32 + 4 * g, 4);
+          const __m256i wb = _mm256_set1_epi32(w4);  // the row's 4 bytes, beside each token's 4
 #pragma GCC unroll 2
-        for (int v = 0; v < TV; ++v) {
-          if constexpr (F == Form::kSigned)
-            s[i][v] = signed_acc(s[i][v], _mm256_sign_epi8(wb, wb), _mm256_sign_epi8(a[v], wb));
-          else
-            s[i][v] = nibble_acc(s[i][v], wb, a[v]);
+          for (int v = 0; v < TV; ++v) {
+            if constexpr (F == Form::kSigned || F == Form::kSignedScaled)
+              sums[i][v] =
+                  signed_acc(sums[i][v], _mm256_sign_epi8(wb, wb), _mm256_sign_epi8(a[v], wb));
+            else
+              sums[i][v] = nibble_acc(sums[i][v], wb, a[v]);
+          }
         }
       }
+    };
+    if constexpr (F == Form::kSignedScaled) {  // isum = sc0 * half 0 + sc1 * half 1, exact
+      add_groups(0, kGroups / 2, s);
+      add_groups(kGroups / 2, kGroups, s1);
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        const __m256i sc0 = _mm256_set1_epi32(rw.sc[2 * (c0 + i)]),
+                      sc1 = _mm256_set1_epi32(rw.sc[2 * (c0 + i) + 1]);
+#pragma GCC unroll 2
+        for (int v = 0; v < TV; ++v)
+          s[i][v] =
+              _mm256_add_epi32(_mm256_mullo_epi32(s[i][v], sc0), _mm256_mullo_epi32(s1[i][v], sc1));
+      }
+    } else {
+      add_groups(0, kGroups, s);
     }
     const int64_t tok = (cell0 + b) * kPanel + h * kHalf;  // the tile's first token in d, comp
     __m256 dx[TV];
@@ -128,10 +151,11 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
 
 // Tiles of 3 rows x 16 tokens: 6 sums + 6 accumulators + 2 token vectors + a broadcast in the 16
 // ymm registers. Measured on Zen 3 (5 alternating runs, one thread) against 4 x 8: ~1.3x for Q4_1
-// and Q8_0. A panel's last 8 tokens or fewer take 3 x 8 tiles, leftover rows 1-row tiles.
+// and Q8_0. A panel's last 8 tokens or fewer take 3 x 8 tiles, leftover rows 1-row tiles. Q6_K's
+// two half sums per row and token take 2 rows per tile.
 template <Form F, bool kMin>
 void run(const DecodedRows& rw, const int8::PackedTokens& x, float* y, int64_t y_stride) {
-  constexpr int R = 3;
+  constexpr int R = F == Form::kSignedScaled ? 2 : 3;
   for (int64_t p = 0; p < x.panels; ++p) {
     const int64_t valid = std::min<int64_t>(kPanel, x.ntok - p * kPanel);
     int64_t r = 0;
@@ -155,6 +179,8 @@ void gemm_body(DType t, const DecodedRows& rows, const int8::PackedTokens& x, fl
       return run<Form::kNibbleMinus8, false>(rows, x, y, y_stride);
     case Form::kNibble:  // Q4_1 and Q4_K: both have mins
       return run<Form::kNibble, true>(rows, x, y, y_stride);
+    case Form::kSignedScaled:
+      return run<Form::kSignedScaled, false>(rows, x, y, y_stride);
   }
 }
 

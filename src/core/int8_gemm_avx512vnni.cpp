@@ -46,7 +46,7 @@ inline void store32(uint8_t* out, __m256i v) {
 
 // One row's nb blocks into cell (b, i) of the layout: out + (b * nrows) * 32, d + b * nrows, ...
 void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t* out, float* d,
-                float* m) {
+                float* m, int32_t* scales16) {
   const __m256i k128 = _mm256_set1_epi8(static_cast<char>(0x80));
   switch (t) {
     case DType::Q8_0:
@@ -122,6 +122,21 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
         }
       }
       return;
+    case DType::Q6_K:  // group g of half h: w = q - 32, stored as w + 128; 2 scales of 16
+      for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = row + kquant::kQ6KBytes * sb;
+        const float dd = f16(blk + kquant::kQ6KDOffset);
+        const int8_t* scales = reinterpret_cast<const int8_t*>(blk + kquant::kQ6KScaleOffset);
+        for (int k = 0; k < 8; ++k) {
+          const int h = k / 4, g = k % 4;
+          const int64_t b = 8 * sb + k;
+          d[b * nrows] = dd;
+          scales16[2 * b * nrows] = scales[8 * h + 2 * g];
+          scales16[2 * b * nrows + 1] = scales[8 * h + 2 * g + 1];
+          store32(out + b * nrows * 32, _mm256_xor_si256(block_bytes::q6k_values(blk, h, g), k128));
+        }
+      }
+      return;
     case DType::NF4: {  // half b % 2 of block b / 2: the codes (high nibble first) -> levels + 128
       alignas(16) uint8_t lut[16];
       for (int i = 0; i < 16; ++i) lut[i] = static_cast<uint8_t>(int8::nf4_levels()[i] + 128);
@@ -148,8 +163,9 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
   }
 }
 
-// Rows [r0, r0 + R) against token panel p; writes the panel's `valid` tokens.
-template <int R, bool kMin>
+// Rows [r0, r0 + R) against token panel p; writes the panel's `valid` tokens. kMin: the rows have
+// mins (rw.m); kScaled: Q6_K, whose block halves (groups 0-3, 4-7) have their own int scales.
+template <int R, bool kMin, bool kScaled>
 void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_t p, int64_t valid,
           float* y, int64_t y_stride) {
   // Fully unrolled loops over R and the groups keep acc and macc in registers (without the
@@ -175,9 +191,21 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
     // The R rows' integer sums side by side, group by group: each vpdpbusd depends on the one
     // before it in its own row only, so R independent chains are in flight (row by row, the
     // 8-deep chain of each row was issued back to back). Integer sums: any order, same bits.
-    __m512i s[R];
+    // Q6_K sums each half in its own register (s, then s1), each starting from its half's share
+    // of the offset's -128 * sum(q): the tokens' half sums, by vpdpbusd with ones (once for the
+    // R rows), against the packed whole-block comp.
+    __m512i s[R], s1[R];
+    __m512i comp0 = comp, comp1 = comp;
+    if constexpr (kScaled) {
+      __m512i half = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int g = 0; g < kGroups / 2; ++g)
+        half = _mm512_dpbusd_epi32(half, _mm512_set1_epi8(1), a[g]);
+      comp0 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(half, 7));
+      comp1 = _mm512_sub_epi32(comp, comp0);
+    }
 #pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) s[i] = comp;
+    for (int i = 0; i < R; ++i) s[i] = comp0, s1[i] = comp1;
 #pragma GCC unroll 8
     for (int g = 0; g < kGroups; ++g)
 #pragma GCC unroll 8
@@ -185,8 +213,16 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
         // vpdpbusd's unsigned operand: the row's 4 bytes (w + 128), broadcast; signed: 16 tokens'.
         int32_t w4;
         std::memcpy(&w4, w0 + 32 * i + 4 * g, 4);
-        s[i] = _mm512_dpbusd_epi32(s[i], _mm512_set1_epi32(w4), a[g]);
+        __m512i& sum = kScaled && g >= kGroups / 2 ? s1[i] : s[i];
+        sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi32(w4), a[g]);
       }
+    if constexpr (kScaled) {  // isum = sc0 * half 0 + sc1 * half 1, exact in int32 (quant_int8.h)
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i)
+        s[i] =
+            _mm512_add_epi32(_mm512_mullo_epi32(s[i], _mm512_set1_epi32(rw.sc[2 * (c0 + i)])),
+                             _mm512_mullo_epi32(s1[i], _mm512_set1_epi32(rw.sc[2 * (c0 + i) + 1])));
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(rw.d[c0 + i]), dx);
@@ -212,31 +248,35 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
     _mm256_mask_storeu_ps(yp + k * y_stride, rows, k < 8 ? lo[k] : hi[k - 8]);
 }
 
-template <bool kMin>
+template <bool kMin, bool kScaled>
 void run(const DecodedRows& rw, const int8::PackedTokens& x, float* y, int64_t y_stride) {
-  constexpr int R = kMin ? 6 : 8;  // accumulators: R (2R with mins) + 8 activations + scales < 32
+  // Registers: R accumulators (2R with mins, or R more half sums for Q6_K) + 8 activations +
+  // scales < 32.
+  constexpr int R = kMin || kScaled ? 6 : 8;
   for (int64_t p = 0; p < x.panels; ++p) {
     const int64_t valid = std::min<int64_t>(kTok, x.ntok - p * kTok);
     int64_t r = 0;
-    for (; r + R <= rw.nrows; r += R) tile<R, kMin>(rw, r, x, p, valid, y, y_stride);
-    for (; r < rw.nrows; ++r) tile<1, kMin>(rw, r, x, p, valid, y, y_stride);
+    for (; r + R <= rw.nrows; r += R) tile<R, kMin, kScaled>(rw, r, x, p, valid, y, y_stride);
+    for (; r < rw.nrows; ++r) tile<1, kMin, kScaled>(rw, r, x, p, valid, y, y_stride);
   }
 }
 
 }  // namespace
 
 void decode_rows_avx512vnni(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, int64_t nb,
-                            uint8_t* wout, float* d, float* m) {
+                            uint8_t* wout, float* d, float* m, int32_t* sc) {
   for (int64_t i = 0; i < nrows; ++i)
-    decode_row(t, w + i * row_bytes, nrows, nb, wout + i * 32, d + i, m + i);
+    decode_row(t, w + i * row_bytes, nrows, nb, wout + i * 32, d + i, m + i, sc + 2 * i);
 }
 
 void gemm_avx512vnni(const DecodedRows& rows, const int8::PackedTokens& x, float* y,
                      int64_t y_stride) {
   if (rows.m != nullptr)
-    run<true>(rows, x, y, y_stride);
+    run<true, false>(rows, x, y, y_stride);
+  else if (rows.sc != nullptr)
+    run<false, true>(rows, x, y, y_stride);
   else
-    run<false>(rows, x, y, y_stride);
+    run<false, false>(rows, x, y, y_stride);
 }
 
 }  // namespace medtune::int8_detail

@@ -17,13 +17,17 @@ struct DecodedRows {
   const uint8_t* w = nullptr;
   const float* d = nullptr;    // (nb, nrows): d_w
   const float* m = nullptr;    // (nb, nrows): m_w, or null for types without a min
+  // (nb, nrows, 2): Q6_K's int8 scales of the block's two halves of 16 (lanes 0-3, 4-7), which
+  // multiply the halves' integer sums (quant_int8.h's s_j); null for the other types.
+  const int32_t* sc = nullptr;
 };
 
 // Rows i < nrows of W (row i at w + i * row_bytes, nb blocks of 32 of type t) into the layout
-// above: wout (nb, nrows, 32), d and m (nb, nrows; m written for the types with a min only). The
-// integers and scales of int8_detail::weight_block, which the scalar reference uses.
+// above: wout (nb, nrows, 32), d and m (nb, nrows; m written for the types with a min only), sc
+// (nb, nrows, 2; Q6_K only). The integers and scales of int8_detail::weight_block, which the
+// scalar reference uses.
 void decode_rows_avx512vnni(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, int64_t nb,
-                            uint8_t* wout, float* d, float* m);
+                            uint8_t* wout, float* d, float* m, int32_t* sc);
 // int8::quantize_pack_panel on AVX-512 (int8_pack_avx512vnni.cpp): the same bits.
 void quantize_pack_panel_avx512vnni(const float* x, int64_t p, int8::PackedTokens* out);
 // y[k * y_stride + i] for every row i and packed token k (int8_gemm.h's operations).
@@ -32,7 +36,7 @@ void gemm_avx512vnni(const DecodedRows& rows, const int8::PackedTokens& x, float
 
 // The same pair for AVX2 (int8_gemm_avx2.cpp), whose decoded form depends on the type.
 void decode_rows_avx2(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, int64_t nb,
-                      uint8_t* wout, float* d, float* m);
+                      uint8_t* wout, float* d, float* m, int32_t* sc);
 void gemm_avx2(DType t, const DecodedRows& rows, const int8::PackedTokens& x, float* y,
                int64_t y_stride);
 // The same body on AVX-VNNI's vpdpbusd (int8_gemm_avxvnni.cpp), rows decoded by decode_rows_avx2.

@@ -151,8 +151,9 @@ int8_detail::DotRowsFn kernel_of(Isa isa) {
 }  // namespace
 
 bool supports(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
-         t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::NF4;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 ||
+         t == DType::Q5_1 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::NF4;
 }
 
 bool has_min(DType t) {

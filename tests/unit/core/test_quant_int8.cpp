@@ -403,8 +403,8 @@ TEST(Int8Dot, SupportedTypesAndErrors) {
 
 // ---- The GEMM (core/int8_gemm.h) ----
 
-const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                            DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::NF4};
+const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
 
 class Int8Gemm : public ::testing::TestWithParam<DType> {};
 
@@ -474,19 +474,25 @@ TEST_P(Int8Gemm, EveryKernelMatchesScalarReferenceBitForBit) {
 // were wrong (int8_gemm_avx2.cpp: pair sums up to 2 * 128 * 127 in int16, and a Q4 block's 8
 // groups summed in int16 up to 30480): every weight at its extreme integer (Q8_0 -128, NF4 -127,
 // nibbles 15, Q5_0 -16, Q5_1 and Q5_K 31: summed in int16 as the nibbles are, the last two would
-// overflow), every activation +-127 (blocks of constant sign and magnitude).
+// overflow; Q6_K -32 with its random int8 scales), every activation +-127 (blocks of constant sign
+// and magnitude).
 TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
   const DType t = GetParam();
   constexpr int kRows = 5;
   std::vector<uint8_t> w = weight_rows(t, kRows, 45);
   const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN), bb = dtype_block_bytes(t);
-  // The bytes before a block's integers: its scales (Q5_K's 16, then qh and qs), NF4's absmax.
-  const int64_t header = t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 ? 2
-                         : t == DType::Q4_K || t == DType::Q5_K                  ? 16
+  // A block's integer bytes [begin, end): after its scales (Q5_K's 16, then qh and qs) or NF4's
+  // absmax; Q6_K's ql and qh come first (its scales and d last).
+  const int64_t begin = t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 ? 2
+                        : t == DType::Q4_K || t == DType::Q5_K                   ? 16
+                        : t == DType::Q6_K                                       ? 0
                                                                                  : 4;
-  const uint8_t extreme = t == DType::Q8_0 ? 0x80 : t == DType::NF4 || t == DType::Q5_0 ? 0x00 : 0xFF;
+  const int64_t end = t == DType::Q6_K ? 192 : bb;
+  const uint8_t extreme = t == DType::Q8_0                                          ? 0x80
+                          : t == DType::NF4 || t == DType::Q5_0 || t == DType::Q6_K ? 0x00
+                                                                                    : 0xFF;
   for (int64_t b = 0; b < rb * kRows / bb; ++b)
-    std::memset(w.data() + b * bb + header, extreme, static_cast<size_t>(bb - header));
+    std::memset(w.data() + b * bb + begin, extreme, static_cast<size_t>(end - begin));
   constexpr int kTok = 20;
   std::vector<float> x(static_cast<size_t>(kTok * kN));
   for (size_t i = 0; i < x.size(); ++i) x[i] = (i / 32 + i / kN) % 2 ? 1.0f : -1.0f;
@@ -618,13 +624,17 @@ TEST(Int8Gemm, PackedTokensHoldTheLayoutBothWays) {
   if (!untested.empty()) std::cout << "quantize_pack_panel paths not run on this CPU: " << untested << "\n";
 }
 
-TEST(Int8Gemm, CoversTheTypesWithOneScalePer32) {
+TEST(Int8Gemm, CoversEveryTypeWithAnInt8Kernel) {
   for (const DType t : kGemmTypes) EXPECT_TRUE(int8::gemm_supports(t)) << dtype_name(t);
-  EXPECT_FALSE(int8::gemm_supports(DType::Q6_K));  // a scale per 16 elements
+  for (const DType t : kTypes) EXPECT_TRUE(int8::gemm_supports(t)) << dtype_name(t);
   EXPECT_FALSE(int8::gemm_supports(DType::F32));
+  EXPECT_FALSE(int8::gemm_supports(DType::F16));
   int8::PackedTokens packed;
   uint8_t w[210] = {};
   float y;
+  EXPECT_THROW(int8::gemm_rows(DType::F16, w, 64, 1, packed, &y, 1), Internal);
+  // A k-quant row is whole super-blocks (8 activation blocks).
+  int8::size_packed(1, 1, &packed);
   EXPECT_THROW(int8::gemm_rows(DType::Q6_K, w, 210, 1, packed, &y, 1), Internal);
   for (const Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni}) {
     if (!cpu_supports(isa)) {
