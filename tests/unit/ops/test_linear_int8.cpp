@@ -25,9 +25,9 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint64_
   std::vector<uint8_t> w(static_cast<size_t>(dtype_row_bytes(t, cols) * rows));
   for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
   const int64_t bb = dtype_block_bytes(t);
-  // Scales: the first f16 of each block, and the second for Q4_1 (m) and Q4_K (dmin); Q6_K's
-  // one f16 is its last two bytes.
-  const int scales = t == DType::Q4_1 || t == DType::Q4_K ? 2 : 1;
+  // Scales: the first f16 of each block, and the second for the types with a min (Q4_1's and
+  // Q5_1's m, Q4_K's and Q5_K's dmin); Q6_K's one f16 is its last two bytes.
+  const int scales = int8::has_min(t) ? 2 : 1;
   const int64_t at = t == DType::Q6_K ? 208 : 0;
   for (size_t b = 0; b < w.size() / static_cast<size_t>(bb); ++b)
     for (int k = 0; k < scales; ++k) {
@@ -57,11 +57,13 @@ std::vector<uint8_t> nf4_weights(int64_t rows, int64_t cols, uint64_t seed) {
 TEST(LinearInt8, MatchesScalarReferencePerTokenAndRow) {
   constexpr int64_t kRows = 70;  // not a multiple of the row blocks (16, and 48 for the GEMM)
   if (!int8::gemm_available()) std::cout << "[ NOTE ] MEDTUNE_ISA=scalar: the GEMM is not executed\n";
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q6_K, DType::NF4})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K, DType::NF4})
     for (bool rows_only : {false, true}) {
       ASSERT_TRUE(int8_path(t));
       // SmolLM2's hidden size (18 blocks of 32); the k-quants need whole super-blocks of 256.
-      const int64_t kCols = t == DType::Q4_K || t == DType::Q6_K ? 768 : 576;
+      const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+      const int64_t kCols = k_quant ? 768 : 576;
       const std::vector<uint8_t> wb =
           t == DType::NF4 ? nf4_weights(kRows, kCols, 5) : random_weights(t, kRows, kCols, 5);
       const StoredMatrix w{t, kRows, kCols, wb.data()};
@@ -106,8 +108,8 @@ TEST(LinearInt8, GroupEqualsEachMemberAlone) {
   // q, k and v of a layer in one pass: members of several dtypes and row counts (none a multiple
   // of the 16-row kernel block, so members' blocks meet mid-loop), biases on some.
   constexpr int64_t kCols = 768;  // whole Q6_K super-blocks
-  // Q6_K takes the row kernels where the others take the GEMM (N >= 16 on AVX-512 VNNI).
-  const DType types[3] = {DType::Q8_0, DType::Q4_1, DType::Q6_K};
+  // Three forms of the GEMM's decoded rows: signed, with a min, with Q6_K's scales per 16.
+  const DType types[3] = {DType::Q8_0, DType::Q5_1, DType::Q6_K};
   const int64_t rows[3] = {70, 23, 17};
   std::vector<std::vector<uint8_t>> bytes;
   std::vector<StoredMatrix> w;
