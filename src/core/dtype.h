@@ -22,6 +22,8 @@ enum class DType : uint8_t {
   Q5_0,  // blocks of 32: f16 d, 4 bytes of 5th bits, 16 bytes of nibbles.  x = d * (q - 16)
   Q5_1,  // blocks of 32: f16 d, f16 m, 5th bits, nibbles.      x = d * q + m
   Q5_K,  // super-blocks of 256 (ggml k-quants; Q4_K's scales with a 5th bit per value)
+  Q2_K,  // super-blocks of 256: 16 sub-blocks of 16, 4-bit scale and min each, 2-bit values
+  Q3_K,  // super-blocks of 256: 16 sub-blocks of 16, 6-bit signed scales, 3-bit values
   // bitsandbytes NF4 in medtune's row form (core/nf4.h): blocks of 64, f32 absmax (double
   // quantization already resolved) then 32 bytes, first element in the high nibble.
   //                                                             x = absmax * nf4_code[q]

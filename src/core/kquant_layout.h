@@ -6,6 +6,12 @@
 //   Q6_K 210 B: ql[128] | qh[64] | scales[16] i8 | d f16; two halves of 128, each four groups of 32
 //               (q6k_value), each group two sub-blocks of 16 with their own scale:
 //               element l of group g of half h = d * scales[8h + 2g + l/16] * (q - 32).
+//   Q2_K  84 B: scales[16] (low nibble sc, high nibble m) | qs[64] | d f16 | dmin f16; element
+//               e = 128h + 32j + l (h < 2, j < 4, l < 32): q = (qs[32h + l] >> 2j) & 3, sub-block
+//               s = e / 16: x = (d * sc_s) * q - dmin * m_s.
+//   Q3_K 110 B: hmask[32] | qs[64] | scales[12] (16 x 6 bits, q3k_scale) | d f16; element e as
+//               Q2_K's: q = ((qs[32h + l] >> 2j) & 3) - 4, plus 4 where bit e / 32 of hmask[l]
+//               is set (-4..3): x = (d * (scale_s - 32)) * q.
 // Internal linkage on purpose: the per-ISA kernel files include this with their own -m flags,
 // and an inline function shared between them could be resolved to a copy using instructions the
 // CPU lacks.
@@ -22,6 +28,12 @@ constexpr int64_t kQ6KBytes = 210;
 constexpr int64_t kQ4KQsOffset = 16;    // after d, dmin and the 12 scale bytes
 constexpr int64_t kQ6KScaleOffset = 192;
 constexpr int64_t kQ6KDOffset = 208;
+constexpr int64_t kQ2KBytes = 84;
+constexpr int64_t kQ2KDOffset = 80;  // then dmin at 82
+constexpr int64_t kQ3KBytes = 110;
+constexpr int64_t kQ3KQsOffset = 32;
+constexpr int64_t kQ3KScaleOffset = 96;
+constexpr int64_t kQ3KDOffset = 108;
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block (ggml's get_scale_min_k4):
 // bytes 0-3 hold sc0-3 (low 6 bits) and the top 2 bits of sc4-7; bytes 4-7 likewise for m;
@@ -34,6 +46,16 @@ inline void q4k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
     *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
     *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
   }
+}
+
+// The 6-bit scale (0..63, stored with +32) of sub-block s (0..15) of a Q3_K super-block (ggml's
+// kmask unpacking): bytes 0-7 hold the low 4 bits (sub-block s < 8 in byte s's low nibble, s >= 8
+// in byte s - 8's high one), bytes 8-11 the top 2 (sub-block s at bit 2 * (s / 4) of byte
+// 8 + s % 4). q: the 12 bytes.
+inline int q3k_scale(int s, const uint8_t* q) {
+  const int lo = s < 8 ? q[s] & 0xF : q[s - 8] >> 4;
+  const int hi = (q[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return lo | hi << 4;
 }
 
 // The 6-bit value (0..63) of element l + 32*g of a Q6_K half (ql: 64 bytes, qh: 32 bytes).

@@ -35,6 +35,11 @@
 //   Q6_K 210 B / 256: ql[128] | qh[64] | scales[16] i8 | d f16
 //         2 halves of 128, each from ql[64], qh[32], scales[8]; for l in 0..31:
 //         x[l+32g] = (d*sc[2g + l/16]) * (q - 32), q = 4 low bits from ql, 2 high bits from qh.
+//   Q2_K  84 B / 256: scales[16] | qs[64] | d f16 | dmin f16; 16 sub-blocks of 16 with a 4-bit
+//         scale and min; x = (d*sc)*q - (dmin*m), q 2 bits (core/kquant_layout.h)
+//   Q3_K 110 B / 256: hmask[32] | qs[64] | scales[12] | d f16; 6-bit scales stored + 32;
+//         x = (d*(sc - 32)) * q, q = 2 bits from qs, minus 4 unless its hmask bit is set
+// Q2_K's and Q3_K's products are exact too (4- or 6-bit scales, 2- or 3-bit q).
 #include "core/quant.h"
 
 #include <cstring>
@@ -68,6 +73,9 @@ constexpr int64_t kQ4_KBytes = 144;
 constexpr int64_t kQ5_KBytes = 176;
 constexpr int64_t kQ6_KBytes = 210;
 
+using kquant::kQ2KBytes;
+using kquant::kQ3KBytes;
+using kquant::q3k_scale;
 using kquant::q4k_scale_min;
 using kquant::q6k_value;
 
@@ -202,6 +210,44 @@ void dequantize_row_scalar(DType t, const void* src, float* y, int64_t n) {
         }
       }
       return;
+    case DType::Q2_K:  // ggml's dequantize_row_q2_K
+      for (int64_t b = 0; b < n / kQKK; ++b, p += kQ2KBytes) {
+        const uint8_t* sc = p;
+        const float d = load_f16(p + 80), dmin = load_f16(p + 82);
+        const uint8_t* q = p + 16;
+        int is = 0;
+        for (int h = 0; h < 2; ++h, q += 32) {
+          for (int j = 0; j < 4; ++j) {
+            for (int half = 0; half < 2; ++half, ++is) {
+              const float dl = d * static_cast<float>(sc[is] & 0xF);
+              const float ml = dmin * static_cast<float>(sc[is] >> 4);
+              for (int l = 16 * half; l < 16 * half + 16; ++l)
+                *y++ = dl * static_cast<float>((q[l] >> (2 * j)) & 3) - ml;
+            }
+          }
+        }
+      }
+      return;
+    case DType::Q3_K:  // ggml's dequantize_row_q3_K
+      for (int64_t b = 0; b < n / kQKK; ++b, p += kQ3KBytes) {
+        const uint8_t* hm = p;
+        const uint8_t* q = p + 32;
+        const float d = load_f16(p + 108);
+        int is = 0;
+        for (int h = 0; h < 2; ++h, q += 32) {
+          for (int j = 0; j < 4; ++j) {
+            const int bit = 4 * h + j;  // of hmask[l]
+            for (int half = 0; half < 2; ++half, ++is) {
+              const float dl = d * static_cast<float>(q3k_scale(is, p + 96) - 32);
+              for (int l = 16 * half; l < 16 * half + 16; ++l) {
+                const int v = ((q[l] >> (2 * j)) & 3) - (((hm[l] >> bit) & 1) ? 0 : 4);
+                *y++ = dl * static_cast<float>(v);
+              }
+            }
+          }
+        }
+      }
+      return;
     case DType::Q6_K:
       for (int64_t b = 0; b < n / kQKK; ++b, p += kQ6_KBytes) {
         const float d = load_f16(p + 208);
@@ -280,8 +326,8 @@ namespace {
 bool avx2_dtype(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
-    case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K:
-    case DType::Q6_K: return true;
+    case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q2_K: case DType::Q3_K:
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
     default: return false;
   }
 }

@@ -2,6 +2,7 @@
 // those flags whatever the build's baseline (cmake/isa_kernels.cmake) and called only when
 // core/cpu_features.h says this CPU has them. Only intrinsics and quant_kernels.h's out-of-line
 // helpers are used here: no inline library code that the linker could share with other files.
+#include "core/kquant_layout.h"
 #include "core/quant_kernels.h"
 
 #if defined(__x86_64__)
@@ -14,7 +15,7 @@ namespace medtune {
 namespace {
 
 constexpr int64_t kQK = 32;    // legacy block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
-constexpr int64_t kQKK = 256;  // k-quant super-block (Q4_K, Q5_K, Q6_K)
+constexpr int64_t kQKK = 256;  // k-quant super-block (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)
 constexpr int64_t kQ8_0Bytes = 34;
 constexpr int64_t kQ4_0Bytes = 18;
 constexpr int64_t kQ4_1Bytes = 20;
@@ -183,6 +184,8 @@ template <> struct BlockOf<DType::Q6_K> { static constexpr int64_t elems = kQKK,
 template <> struct BlockOf<DType::Q5_0> { static constexpr int64_t elems = kQK, bytes = kQ5_0Bytes; };
 template <> struct BlockOf<DType::Q5_1> { static constexpr int64_t elems = kQK, bytes = kQ5_1Bytes; };
 template <> struct BlockOf<DType::Q5_K> { static constexpr int64_t elems = kQKK, bytes = kQ5_KBytes; };
+template <> struct BlockOf<DType::Q2_K> { static constexpr int64_t elems = kQKK, bytes = kquant::kQ2KBytes; };
+template <> struct BlockOf<DType::Q3_K> { static constexpr int64_t elems = kQKK, bytes = kquant::kQ3KBytes; };
 
 template <DType T, typename Emit>
 inline void decode_block(const uint8_t* p, Emit&& emit) {
@@ -221,6 +224,43 @@ inline void decode_block(const uint8_t* p, Emit&& emit) {
         for (int k = 0; k < 4; ++k)
           emit(64 * j + 32 * s + 8 * k, _mm256_sub_ps(_mm256_mul_ps(d, q[s].v[k]), m));
       }
+    }
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    // Element 128h + 32j + l: 2 bits of qs[32h + l] at 2j; sub-block s = 8h + 2j + l / 16 (each
+    // lane group of 8 lies in one). Q3_K: minus 4 unless bit 4h + j of hmask[l] is set.
+    constexpr bool kQ2 = T == DType::Q2_K;
+    float dl[16], ml[16];
+    if constexpr (kQ2) {
+      const float d = load_f16_fast(p + 80), dmin = load_f16_fast(p + 82);
+      for (int s = 0; s < 16; ++s) {
+        dl[s] = d * static_cast<float>(p[s] & 0xF);
+        ml[s] = dmin * static_cast<float>(p[s] >> 4);
+      }
+    } else {
+      const float d = load_f16_fast(p + kquant::kQ3KDOffset);
+      for (int s = 0; s < 16; ++s)
+        dl[s] = d * static_cast<float>(kquant::q3k_scale(s, p + kquant::kQ3KScaleOffset) - 32);
+    }
+    const uint8_t* qs = p + (kQ2 ? 16 : kquant::kQ3KQsOffset);
+    const __m256i three = _mm256_set1_epi32(3), one = _mm256_set1_epi32(1);
+    __m256i hm[4];  // Q3_K: hmask[8k .. 8k + 8) as lanes, the same bytes for both halves
+    if constexpr (!kQ2)
+      for (int k = 0; k < 4; ++k) hm[k] = bytes_to_lanes(p + 8 * k);
+    for (int h = 0; h < 2; ++h) {
+      __m256i w[4];
+      for (int k = 0; k < 4; ++k) w[k] = bytes_to_lanes(qs + 32 * h + 8 * k);
+      // i ascending, as the contract above says (dot_lanes8 sums in that order): j before k.
+      for (int j = 0; j < 4; ++j)
+        for (int k = 0; k < 4; ++k) {
+          __m256i q = _mm256_and_si256(_mm256_srli_epi32(w[k], 2 * j), three);
+          if constexpr (!kQ2) {  // q - 4 + 4 * bit
+            const __m256i bit = _mm256_and_si256(_mm256_srli_epi32(hm[k], 4 * h + j), one);
+            q = _mm256_sub_epi32(q, _mm256_slli_epi32(_mm256_xor_si256(bit, one), 2));
+          }
+          const int s = 8 * h + 2 * j + k / 2;
+          const __m256 v = _mm256_mul_ps(_mm256_set1_ps(dl[s]), _mm256_cvtepi32_ps(q));
+          emit(128 * h + 32 * j + 8 * k, kQ2 ? _mm256_sub_ps(v, _mm256_set1_ps(ml[s])) : v);
+        }
     }
   } else if constexpr (T == DType::Q4_K) {
     float ds[8], dm[8];
@@ -352,6 +392,8 @@ void quant_detail::dequantize_row_avx2(DType t, const uint8_t* p, float* y, int6
     case DType::Q5_0: return dequantize_blocks<DType::Q5_0>(p, y, n);
     case DType::Q5_1: return dequantize_blocks<DType::Q5_1>(p, y, n);
     case DType::Q5_K: return dequantize_blocks<DType::Q5_K>(p, y, n);
+    case DType::Q2_K: return dequantize_blocks<DType::Q2_K>(p, y, n);
+    case DType::Q3_K: return dequantize_blocks<DType::Q3_K>(p, y, n);
     default: quant_detail::dequantize_row_scalar(t, p, y, n);  // F32: a copy
   }
 }
@@ -367,6 +409,8 @@ bool quant_detail::dot_lanes8_avx2(DType t, const uint8_t* w, int64_t row_bytes,
     case DType::Q5_0: lanes_rows<DType::Q5_0>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
     case DType::Q5_1: lanes_rows<DType::Q5_1>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
     case DType::Q5_K: lanes_rows<DType::Q5_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::Q2_K: lanes_rows<DType::Q2_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::Q3_K: lanes_rows<DType::Q3_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
     default: return false;
   }
 }
@@ -429,6 +473,10 @@ inline bool finite_scales(const uint8_t* p) {
   const auto finite = [](const uint8_t* h) { return (h[1] & 0x7c) != 0x7c; };  // exponent < 31
   if constexpr (T == DType::Q6_K)
     return finite(p + 208);
+  else if constexpr (T == DType::Q2_K)
+    return finite(p + 80) && finite(p + 82);
+  else if constexpr (T == DType::Q3_K)
+    return finite(p + 108);
   else if constexpr (T == DType::Q4_1 || T == DType::Q4_K || T == DType::Q5_1 || T == DType::Q5_K)
     return finite(p) && finite(p + 2);
   else
@@ -580,6 +628,8 @@ float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int6
     case DType::Q5_0: return dot_blocks<DType::Q5_0, false>(p, x, n);
     case DType::Q5_1: return dot_blocks<DType::Q5_1, false>(p, x, n);
     case DType::Q5_K: return dot_blocks<DType::Q5_K, false>(p, x, n);
+    case DType::Q2_K: return dot_blocks<DType::Q2_K, false>(p, x, n);
+    case DType::Q3_K: return dot_blocks<DType::Q3_K, false>(p, x, n);
     default: return quant_detail::dot_row_scalar(t, p, x, n);  // throws: the caller checked
   }
 }
@@ -626,6 +676,10 @@ float quant_detail::dot_row_bf16_avx2(DType t, const uint8_t* p, const float* x,
       return dot_blocks<DType::Q5_1, true>(p, x, n);
     case DType::Q5_K:
       return dot_blocks<DType::Q5_K, true>(p, x, n);
+    case DType::Q2_K:
+      return dot_blocks<DType::Q2_K, true>(p, x, n);
+    case DType::Q3_K:
+      return dot_blocks<DType::Q3_K, true>(p, x, n);
     default:
       return quant_detail::dot_row_bf16_scalar(t, p, x, n);  // throws: the caller checked
   }

@@ -1,4 +1,4 @@
-// Element i of a run of ggml blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) or medtune
+// Element i of a run of ggml blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) or medtune
 // NF4 row blocks, decoded on its own: the per-element form of medtune::dequantize_row that GPU
 // kernels need (one thread per output element, gpu/decode.h). Plain C++ with no GPU header, so the
 // same functions compile for the host too: tests/unit/core/test_block_decode.cpp runs them on the
@@ -24,6 +24,10 @@
 //        of qh[l] is set, for element l of sub-block s.                   x = (d·sc)·q − dmin·m
 //   Q6_K 210 B / 256: ql[128] | qh[64] | scales[16] i8 | d f16; 2 halves of 128, each from ql[64],
 //        qh[32], scales[8]; element 32g + l of a half: q = 4 bits of ql, 2 of qh.  x = (d·sc)·(q − 32)
+//   Q2_K  84 B / 256: scales[16] | qs[64] | d f16 | dmin f16; element 128h + 32j + l: q = 2 bits of
+//        qs[32h + l] at 2j, sub-block s = k / 16 with sc, m the nibbles of scales[s]. x = (d·sc)·q − dmin·m
+//   Q3_K 110 B / 256: hmask[32] | qs[64] | scales[12] | d f16; q as Q2_K's minus 4 unless bit k / 32
+//        of hmask[l] is set; 6-bit scales (core/kquant_layout.h q3k_scale) stored + 32.  x = (d·(sc − 32))·q
 //   NF4   36 B / 64: f32 absmax | 32 bytes, element 2k in the HIGH nibble of byte k.  x = code[q]·absmax
 #pragma once
 
@@ -34,11 +38,12 @@
 namespace medtune::block_decode {
 
 inline constexpr int64_t kQK = 32;    // ggml's legacy block: Q8_0, Q4_0, Q4_1
-inline constexpr int64_t kQKK = 256;  // k-quant super-block: Q4_K, Q6_K
+inline constexpr int64_t kQKK = 256;  // k-quant super-block: Q2_K to Q6_K
 inline constexpr int64_t kNf4Block = 64;
 inline constexpr int64_t kQ8_0Bytes = 34, kQ4_0Bytes = 18, kQ4_1Bytes = 20;
 inline constexpr int64_t kQ5_0Bytes = 22, kQ5_1Bytes = 24;
 inline constexpr int64_t kQ4_KBytes = 144, kQ5_KBytes = 176, kQ6_KBytes = 210, kNf4Bytes = 36;
+inline constexpr int64_t kQ2_KBytes = 84, kQ3_KBytes = 110;
 
 MEDTUNE_HOST_DEVICE inline uint16_t load_u16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (p[1] << 8));
@@ -131,6 +136,35 @@ MEDTUNE_NO_EXEC_CHECK
 template <typename F16>
 MEDTUNE_HOST_DEVICE inline float q5_k(const uint8_t* src, int64_t i, F16 to_f32) {
   return k_quant_4_5<true>(src + (i / kQKK) * kQ5_KBytes, static_cast<int>(i % kQKK), to_f32);
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q2_k(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQKK) * kQ2_KBytes;
+  const int k = static_cast<int>(i % kQKK);
+  const int h = k / 128, j = (k % 128) / 32, l = k % 32;
+  const int q = (blk[16 + 32 * h + l] >> (2 * j)) & 3;
+  const uint8_t sc = blk[k / 16];
+  const float dl = to_f32(load_u16(blk + 80)) * static_cast<float>(sc & 0xF);
+  const float ml = to_f32(load_u16(blk + 82)) * static_cast<float>(sc >> 4);
+  return dl * static_cast<float>(q) - ml;
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float q3_k(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQKK) * kQ3_KBytes;
+  const int k = static_cast<int>(i % kQKK);
+  const int h = k / 128, j = (k % 128) / 32, l = k % 32, s = k / 16;
+  const int q = ((blk[32 + 32 * h + l] >> (2 * j)) & 3) - (((blk[l] >> (k / 32)) & 1) ? 0 : 4);
+  // The 6-bit scale of sub-block s: 4 low bits from bytes 0-7 (s >= 8: the high nibbles), 2 high
+  // bits from bytes 8-11 (ggml's kmask unpacking).
+  const uint8_t* scales = blk + 96;
+  const int lo = s < 8 ? (scales[s] & 0xF) : (scales[s - 8] >> 4);
+  const int hi = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  const float dl = to_f32(load_u16(blk + 108)) * static_cast<float>((lo | hi << 4) - 32);
+  return dl * static_cast<float>(q);
 }
 
 MEDTUNE_NO_EXEC_CHECK

@@ -10,6 +10,7 @@
 //   Q5_0       x = (q − 16)·d: exact as Q4_0;
 //   Q4_1/Q5_1  x = q·d + m: q·d exact, so one rounding whether or not it is contracted into an FMA;
 //   Q4_K/Q5_K  x = (d·sc)·q − dmin·m: every product exact (≤ 22 bits), one rounding at the end;
+//   Q2_K       the same with 4-bit sc, m and 2-bit q; Q3_K x = (d·sc)·q, 6-bit sc, 3-bit q: exact;
 //   Q6_K       x = (d·sc)·(q − 32): d·sc exact, one rounding, no add;
 //   NF4        x = code[q]·absmax: one fp32 product, one rounding.
 // So any order and any contraction give the CPU's bits (src/core/quant.cpp states the same).
@@ -60,6 +61,8 @@ void dispatch(DType t, F&& f) {
     case DType::Q5_0: f(TypeTag<DType::Q5_0>{}); break;
     case DType::Q5_1: f(TypeTag<DType::Q5_1>{}); break;
     case DType::Q5_K: f(TypeTag<DType::Q5_K>{}); break;
+    case DType::Q2_K: f(TypeTag<DType::Q2_K>{}); break;
+    case DType::Q3_K: f(TypeTag<DType::Q3_K>{}); break;
     case DType::NF4: f(TypeTag<DType::NF4>{}); break;
     default: break;
   }
@@ -79,6 +82,8 @@ inline bool supported(DType t) {
     case DType::Q5_0:
     case DType::Q5_1:
     case DType::Q5_K:
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::NF4:
       return true;
     default:
@@ -120,6 +125,10 @@ __device__ inline float decode(const uint8_t* src, int64_t i, const Nf4Code& cod
     return block_decode::q5_1(src, i, DeviceF16{});
   } else if constexpr (T == DType::Q5_K) {
     return block_decode::q5_k(src, i, DeviceF16{});
+  } else if constexpr (T == DType::Q2_K) {
+    return block_decode::q2_k(src, i, DeviceF16{});
+  } else if constexpr (T == DType::Q3_K) {
+    return block_decode::q3_k(src, i, DeviceF16{});
   } else {
     static_assert(T == DType::NF4, "decode<T>: no device decode for this type");
     return block_decode::nf4(src, i, code.v, DeviceU32{});

@@ -96,7 +96,7 @@ constexpr GgmlType kGgmlTypes[] = {
     {2, "Q4_0", true, DType::Q4_0},     {3, "Q4_1", true, DType::Q4_1},
     {6, "Q5_0", true, DType::Q5_0},     {7, "Q5_1", true, DType::Q5_1},
     {8, "Q8_0", true, DType::Q8_0},     {9, "Q8_1", false, DType::F32},
-    {10, "Q2_K", false, DType::F32},    {11, "Q3_K", false, DType::F32},
+    {10, "Q2_K", true, DType::Q2_K},    {11, "Q3_K", true, DType::Q3_K},
     {12, "Q4_K", true, DType::Q4_K},    {13, "Q5_K", true, DType::Q5_K},
     {14, "Q6_K", true, DType::Q6_K},    {15, "Q8_K", false, DType::F32},
     {16, "IQ2_XXS", false, DType::F32}, {17, "IQ2_XS", false, DType::F32},
@@ -393,7 +393,7 @@ GgufFile GgufFile::parse(std::shared_ptr<MappedFile> file) {
       throw BadInput(path + ": " + ctx + ": ggml type " + std::to_string(type_id) +
                      (gt ? std::string(" (") + gt->name + ")" : std::string(" (unknown)")) +
                      " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
-                     "Q4_K, Q5_K, Q6_K)");
+                     "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
     }
     const DType dt = gt->dtype;
     const int64_t block = dtype_block_elems(dt);

@@ -153,6 +153,15 @@ std::vector<uint8_t> random_stored(DType t, int64_t n, uint64_t seed) {
     case DType::Q6_K:  // d is the block's last 2 bytes
       for (size_t i = 0; i < b.size(); i += 210) put_u16(&b[i + 208], finite_f16(get_u16(&b[i + 208])));
       break;
+    case DType::Q2_K:  // d and dmin are the block's last 4 bytes
+      for (size_t i = 0; i < b.size(); i += 84) {
+        put_u16(&b[i + 80], finite_f16(get_u16(&b[i + 80])));
+        put_u16(&b[i + 82], finite_f16(get_u16(&b[i + 82])));
+      }
+      break;
+    case DType::Q3_K:  // d is the block's last 2 bytes
+      for (size_t i = 0; i < b.size(); i += 110) put_u16(&b[i + 108], finite_f16(get_u16(&b[i + 108])));
+      break;
     case DType::NF4:
       for (size_t i = 0; i < b.size(); i += static_cast<size_t>(nf4::kRowBlockBytes)) {
         const float absmax = static_cast<float>(b[i + 1] + 1) / 64.0f;  // positive, as bnb's

@@ -49,6 +49,8 @@ float decode(DType t, const uint8_t* src, int64_t i) {
     case DType::Q5_0: return block_decode::q5_0(src, i, HostF16{});
     case DType::Q5_1: return block_decode::q5_1(src, i, HostF16{});
     case DType::Q5_K: return block_decode::q5_k(src, i, HostF16{});
+    case DType::Q2_K: return block_decode::q2_k(src, i, HostF16{});
+    case DType::Q3_K: return block_decode::q3_k(src, i, HostF16{});
     case DType::NF4: return block_decode::nf4(src, i, nf4::kCode.data(), HostU32{});
     default: ADD_FAILURE() << "no block decode for " << dtype_name(t); return 0.0f;
   }
@@ -104,6 +106,8 @@ std::vector<uint8_t> random_blocks(DType t, int64_t n, uint64_t seed) {
       case DType::Q4_K:
       case DType::Q5_K: make_f16_finite(&b[at]); make_f16_finite(&b[at + 2]); break;
       case DType::Q6_K: make_f16_finite(&b[at + 208]); break;
+      case DType::Q2_K: make_f16_finite(&b[at + 80]); make_f16_finite(&b[at + 82]); break;
+      case DType::Q3_K: make_f16_finite(&b[at + 108]); break;
       case DType::NF4: {
         const float absmax = static_cast<float>(b[at + 1] + 1) / 64.0f;
         std::memcpy(&b[at], &absmax, 4);
@@ -115,8 +119,8 @@ std::vector<uint8_t> random_blocks(DType t, int64_t n, uint64_t seed) {
   return b;
 }
 
-const DType kGgmlTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                            DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kGgmlTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                            DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 }  // namespace
 
@@ -153,11 +157,12 @@ TEST(BlockDecode, Nf4EqualsTheCpuRowBlocks) {
 // k-quant is caught (one flipped bit in a scale byte of the second super-block changes elements).
 TEST(BlockDecode, DetectsAChangedScaleInALaterSuperBlock) {
   constexpr int64_t kN = 512;
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     std::vector<uint8_t> blocks = random_blocks(t, kN, 5);
     std::vector<float> want(static_cast<size_t>(kN));
     quant_detail::dequantize_row_scalar(t, blocks.data(), want.data(), kN);
-    const size_t scale_byte = static_cast<size_t>(dtype_block_bytes(t)) + (t == DType::Q6_K ? 192 : 4);
+    const size_t at = t == DType::Q6_K ? 192 : t == DType::Q2_K ? 0 : t == DType::Q3_K ? 96 : 4;
+    const size_t scale_byte = static_cast<size_t>(dtype_block_bytes(t)) + at;
     blocks[scale_byte] ^= 1;  // sub-block 0's scale of the second super-block
     int differ = 0;
     for (int64_t i = 0; i < kN; ++i) differ += bits(decode(t, blocks.data(), i)) != bits(want[static_cast<size_t>(i)]);

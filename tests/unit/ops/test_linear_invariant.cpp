@@ -35,6 +35,8 @@ std::vector<uint8_t> stored(DType t, int64_t rows, int64_t cols, uint64_t seed) 
   const bool two = t == DType::Q4_1 || t == DType::Q4_K || t == DType::Q5_1 || t == DType::Q5_K;
   const std::vector<size_t> scale_offsets = two                ? std::vector<size_t>{0, 2}
                                             : t == DType::Q6_K ? std::vector<size_t>{208}
+                                            : t == DType::Q2_K ? std::vector<size_t>{80, 82}
+                                            : t == DType::Q3_K ? std::vector<size_t>{108}
                                                                : std::vector<size_t>{0};
   for (size_t b = 0; b < w.size() / static_cast<size_t>(bb); ++b)
     for (size_t off : scale_offsets) {
@@ -51,7 +53,7 @@ TEST(LinearBatchInvariant, EachRowIsTheSameWhateverN) {
   // quantized rows are decoded in registers (core/quant.h dot_lanes8), above into a buffer: the
   // comparison of N = 1 with N >= 5 checks that the two give the same bits.
   for (DType t : {DType::F32, DType::F16, DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K,
-                  DType::Q5_0, DType::Q5_1, DType::Q5_K}) {
+                  DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q2_K, DType::Q3_K}) {
     const int64_t R = 100, K = t == DType::F32 ? 580 : dtype_block_elems(t) == 256 ? 768 : 576;
     const std::vector<uint8_t> wb = stored(t, R, K, 1);
     const StoredMatrix w{t, R, K, wb.data()};
