@@ -10,6 +10,7 @@
 //     (k odd) ones of qs[32 * (k / 2) ..], and the fifth bit of its element l is bit k of qh[l].
 //   q is 0..31 in every case. ggml's dequantize_row_q5_{0,1,K} read the bits so.
 //   Q6_K 210 B: as core/kquant_layout.h says (q6k_value): group g of half h, q - 32 in -32..31.
+//   Q3_K 110 B: as core/kquant_layout.h says: group k of 32, q in -4..3.
 // core/quant.cpp is the scalar reference; tests/fixtures/quant holds gguf-py's blocks.
 // Internal linkage for kquant_layout.h's reason: the files that include this are compiled with
 // different -m flags. Needs AVX2.
@@ -75,6 +76,19 @@ inline __m256i q6k_values(const uint8_t* blk, int h, int g) {
   // The 2 high bits, masked before the 16-bit shift so nothing crosses into the next byte.
   const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m2), 4);
   return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+}
+
+// Q3_K: group k (0..7) of 32 of the super-block at blk, as signed bytes -4..3: 2 bits of
+// qs[32 (k / 4) + l] at 2 (k % 4), minus 4 unless bit k of hmask[l] is set.
+inline __m256i q3k_values(const uint8_t* blk, int k) {
+  const __m256i qs = _mm256_loadu_si256(
+      reinterpret_cast<const __m256i*>(blk + kquant::kQ3KQsOffset + 32 * (k / 4)));
+  const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk));
+  // The 2 bits, masked after the 16-bit shift so nothing from the next byte stays.
+  const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (k % 4)), _mm256_set1_epi8(3));
+  const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
+  return _mm256_sub_epi8(q2, _mm256_andnot_si256(set, _mm256_set1_epi8(4)));
 }
 
 }  // namespace

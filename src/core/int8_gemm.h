@@ -25,9 +25,9 @@
 // element's operations are independent of how many tokens or rows a call has: a token's result is
 // the same alone or in any batch, through either kernel.
 //
-// Types: every type with an int8 kernel (int8::supports). Q6_K's block halves have their own int
-// scales: each half is summed apart and multiplied by its scale in int32 before the two are added
-// (int8_gemm_avx512vnni.cpp, int8_gemm_avx2_body.h), the reference's integer sum exactly.
+// Types: every type with an int8 kernel (int8::supports). Q6_K's and Q3_K's block halves have their
+// own int scales: each half is summed apart and multiplied by its scale in int32 before the two are
+// added (int8_gemm_avx512vnni.cpp, int8_gemm_avx2_body.h), the reference's integer sum exactly.
 #pragma once
 
 #include <cstdint>

@@ -138,6 +138,20 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
         }
       }
       return;
+    case DType::Q3_K:  // group k of 32: w in -4..3 itself (signed form), 2 scales of 16
+      for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = row + kquant::kQ3KBytes * sb;
+        const float dd = f16(blk + kquant::kQ3KDOffset);
+        for (int k = 0; k < 8; ++k) {
+          const int64_t b = 8 * sb + k;
+          d[b * nrows] = dd;
+          scales16[2 * b * nrows] = kquant::q3k_scale(2 * k, blk + kquant::kQ3KScaleOffset) - 32;
+          scales16[2 * b * nrows + 1] =
+              kquant::q3k_scale(2 * k + 1, blk + kquant::kQ3KScaleOffset) - 32;
+          store32(out + b * nrows * 32, block_bytes::q3k_values(blk, k));
+        }
+      }
+      return;
     case DType::NF4: {  // half b % 2 of block b / 2: the codes (high nibble first) -> levels
       alignas(16) int8_t lut[16];
       for (int i = 0; i < 16; ++i) lut[i] = int8::nf4_levels()[i];

@@ -19,14 +19,14 @@ constexpr int kGroups = 8;                     // 4-byte groups per block of 32
 constexpr int64_t kPanel = int8::kGemmTokens;  // tokens per packed panel (16)
 constexpr int64_t kHalf = 8;                   // tokens per ymm: one tile's tokens
 
-// kSignedScaled: Q6_K, signed, each block half (groups 0-3, 4-7) summed on its own and multiplied
-// by its int scale (rw.sc) before the halves are added.
+// kSignedScaled: Q6_K and Q3_K, signed, each block half (groups 0-3, 4-7) summed on its own and
+// multiplied by its int scale (rw.sc) before the halves are added.
 enum class Form { kNibble, kNibbleMinus8, kSigned, kSignedScaled };
 
 Form form_of(DType t) {
   if (t == DType::Q4_0) return Form::kNibbleMinus8;
   if (t == DType::Q4_1 || t == DType::Q4_K) return Form::kNibble;
-  if (t == DType::Q6_K) return Form::kSignedScaled;
+  if (t == DType::Q6_K || t == DType::Q3_K) return Form::kSignedScaled;
   return Form::kSigned;  // Q8_0, NF4, Q5_0, and Q5_1 and Q5_K with their mins
 }
 

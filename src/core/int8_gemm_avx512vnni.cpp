@@ -137,6 +137,20 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
         }
       }
       return;
+    case DType::Q3_K:  // group k of 32: w in -4..3, stored as w + 128; 2 scales of 16
+      for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = row + kquant::kQ3KBytes * sb;
+        const float dd = f16(blk + kquant::kQ3KDOffset);
+        for (int k = 0; k < 8; ++k) {
+          const int64_t b = 8 * sb + k;
+          d[b * nrows] = dd;
+          scales16[2 * b * nrows] = kquant::q3k_scale(2 * k, blk + kquant::kQ3KScaleOffset) - 32;
+          scales16[2 * b * nrows + 1] =
+              kquant::q3k_scale(2 * k + 1, blk + kquant::kQ3KScaleOffset) - 32;
+          store32(out + b * nrows * 32, _mm256_xor_si256(block_bytes::q3k_values(blk, k), k128));
+        }
+      }
+      return;
     case DType::NF4: {  // half b % 2 of block b / 2: the codes (high nibble first) -> levels + 128
       alignas(16) uint8_t lut[16];
       for (int i = 0; i < 16; ++i) lut[i] = static_cast<uint8_t>(int8::nf4_levels()[i] + 128);
@@ -164,7 +178,8 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
 }
 
 // Rows [r0, r0 + R) against token panel p; writes the panel's `valid` tokens. kMin: the rows have
-// mins (rw.m); kScaled: Q6_K, whose block halves (groups 0-3, 4-7) have their own int scales.
+// mins (rw.m); kScaled: Q6_K or Q3_K, whose block halves (groups 0-3, 4-7) have their own int
+// scales.
 template <int R, bool kMin, bool kScaled>
 void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_t p, int64_t valid,
           float* y, int64_t y_stride) {
@@ -191,9 +206,9 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
     // The R rows' integer sums side by side, group by group: each vpdpbusd depends on the one
     // before it in its own row only, so R independent chains are in flight (row by row, the
     // 8-deep chain of each row was issued back to back). Integer sums: any order, same bits.
-    // Q6_K sums each half in its own register (s, then s1), each starting from its half's share
-    // of the offset's -128 * sum(q): the tokens' half sums, by vpdpbusd with ones (once for the
-    // R rows), against the packed whole-block comp.
+    // Q6_K and Q3_K sum each half in its own register (s, then s1), each starting from its half's
+    // share of the offset's -128 * sum(q): the tokens' half sums, by vpdpbusd with ones (once for
+    // the R rows), against the packed whole-block comp.
     __m512i s[R], s1[R];
     __m512i comp0 = comp, comp1 = comp;
     if constexpr (kScaled) {
@@ -250,7 +265,7 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
 
 template <bool kMin, bool kScaled>
 void run(const DecodedRows& rw, const int8::PackedTokens& x, float* y, int64_t y_stride) {
-  // Registers: R accumulators (2R with mins, or R more half sums for Q6_K) + 8 activations +
+  // Registers: R accumulators (2R with mins, or R more half sums for Q6_K, Q3_K) + 8 activations +
   // scales < 32.
   constexpr int R = kMin || kScaled ? 6 : 8;
   for (int64_t p = 0; p < x.panels; ++p) {

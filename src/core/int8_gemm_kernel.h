@@ -17,8 +17,8 @@ struct DecodedRows {
   const uint8_t* w = nullptr;
   const float* d = nullptr;    // (nb, nrows): d_w
   const float* m = nullptr;    // (nb, nrows): m_w, or null for types without a min
-  // (nb, nrows, 2): Q6_K's int8 scales of the block's two halves of 16 (lanes 0-3, 4-7), which
-  // multiply the halves' integer sums (quant_int8.h's s_j); null for the other types.
+  // (nb, nrows, 2): Q6_K's and Q3_K's int scales of the block's two halves of 16 (lanes 0-3,
+  // 4-7), which multiply the halves' integer sums (quant_int8.h's s_j); null for the other types.
   const int32_t* sc = nullptr;
 };
 

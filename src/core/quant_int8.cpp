@@ -100,6 +100,17 @@ void weight_block(DType t, const uint8_t* row, int64_t b, WeightBlock* wb) {
       for (int e = 0; e < kBlock; ++e) wb->w[e] = (k % 2 == 0) ? (qs[e] & 0xF) : (qs[e] >> 4);
       return;
     }
+    case DType::Q3_K: {  // group k of 32: two sub-blocks of 16 with 6-bit scales - 32
+      const uint8_t* blk = row + kquant::kQ3KBytes * (b / 8);
+      const int k = static_cast<int>(b % 8);
+      wb->d = load_f16(blk + kquant::kQ3KDOffset);
+      const uint8_t* qs = blk + kquant::kQ3KQsOffset + 32 * (k / 4);
+      for (int e = 0; e < kBlock; ++e)
+        wb->w[e] = ((qs[e] >> (2 * (k % 4))) & 3) - (((blk[e] >> k) & 1) ? 0 : 4);
+      for (int j = 0; j < 8; ++j)
+        wb->lane_mul[j] = kquant::q3k_scale(2 * k + j / 4, blk + kquant::kQ3KScaleOffset) - 32;
+      return;
+    }
     case DType::Q6_K: {  // group g of half h: two sub-blocks of 16 with int8 scales
       const uint8_t* blk = row + kquant::kQ6KBytes * (b / 8);
       const int h = static_cast<int>(b % 8) / 4, g = static_cast<int>(b % 4);
@@ -152,8 +163,8 @@ int8_detail::DotRowsFn kernel_of(Isa isa) {
 
 bool supports(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 ||
-         t == DType::Q5_1 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
-         t == DType::NF4;
+         t == DType::Q5_1 || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K || t == DType::NF4;
 }
 
 bool has_min(DType t) {
@@ -278,7 +289,7 @@ float dot_scalar(DType t, const uint8_t* w, const BlockQ8* x, int64_t nb) {
 namespace {
 void check_row(DType t, int64_t nb) {
   if (!supports(t)) throw Internal("int8 dot: no int8 kernel for " + std::string(dtype_name(t)));
-  if ((t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) && nb % 8 != 0)
+  if ((t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) && nb % 8 != 0)
     throw Internal("int8 dot: " + std::string(dtype_name(t)) + " rows hold whole 256-element super-blocks; got " +
                    std::to_string(nb) + " blocks of 32");
   if (t == DType::NF4 && nb % 2 != 0)

@@ -11,14 +11,16 @@
 //     Q5_1 q (0..31) with its min m. The k-quants by sub-block of 32 (core/kquant_layout.h,
 //     core/block_bytes_avx2.h): Q4_K q (0..15) and Q5_K q (0..31) with d_w = d*sc_k and min
 //     m = -(dmin*m_k) (both products exact in fp32); Q6_K q - 32 with d_w = d and an int8
-//     scale per 16 elements, applied to the integer lane sums (s_j below).
+//     scale per 16 elements, applied to the integer lane sums (s_j below); Q3_K likewise, its
+//     q in -4..3 and its 6-bit scales minus 32 (-32..31). Q2_K (a min per 16 elements) has no
+//     int8 kernel.
 //     NF4 (DType::NF4 row blocks of 64: fp32 absmax, then 32 bytes, the first element in the
 //     high nibble) by half-block of 32: w = the level's int8 value round(kCode[code] * 127)
 //     (nf4_levels(); |w| <= 127) and d_w = absmax / 127 in fp32. Unlike the ggml types this
 //     rounds the weights too: |kCode * absmax - d_w * w| <= absmax / 254 (+ d_w's fp32 rounding),
 //     under 0.4% of the block's absmax where NF4's own levels are 8-34% of it apart.
 //   - per block b the integer sum isum_b = sum over lanes j (0..7) of s_j * (sum of w*q over
-//     elements 4j..4j+3), exact in int32 in any order (s_j = 1 except Q6_K's sub-block scale;
+//     elements 4j..4j+3), exact in int32 in any order (s_j = 1 except Q6_K's and Q3_K's scales;
 //     |isum_b| <= 8 * 128 * 4 * 32 * 127 < 2^24, so float(isum_b) is exact too);
 //     acc = fma(d_w * d_x, float(isum_b), acc) over blocks in order, one fp32 accumulator; the
 //     types with a min (has_min) also macc = fma(m_w, s_x, macc). The result is acc + macc
@@ -48,7 +50,8 @@ struct BlockQ8 {
   int8_t q[kBlock];
 };
 
-// The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, NF4.
+// The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K,
+// NF4.
 // Others (F16, BF16, F32) take the fp32 path.
 bool supports(DType t);
 // The types whose blocks add a min m_w (Q4_1, Q5_1, Q4_K, Q5_K): their dots end acc + macc.

@@ -194,22 +194,29 @@ void dot_tile_kmin(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* 
   acc.store(true, y, y_stride);
 }
 
-// Q6_K, one super-block at a time: each group of 32 (q - 32, signed) with two int8 scales, one
-// per 16 elements = lanes 0-3 and 4-7; the lane sums are multiplied by them in int32 (exact).
-template <int T>
-void dot_tile_q6k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
+// Q6_K and Q3_K (D), one super-block at a time: each group k of 32 (signed: Q6_K's q - 32, Q3_K's
+// -4..3) with two int scales, one per 16 elements = lanes 0-3 and 4-7 (Q6_K's int8 scales, Q3_K's
+// 6-bit ones minus 32); the lane sums are multiplied by them in int32 (exact).
+template <int T, DType D>
+void dot_tile_scaled(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y,
+                     int64_t y_stride) {
+  constexpr bool kQ6 = D == DType::Q6_K;
   BlockAcc<T> acc;
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
-    const uint8_t* blk = w + kquant::kQ6KBytes * sb;
-    const float d = f16(blk + kquant::kQ6KDOffset);
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + kquant::kQ6KScaleOffset);
+    const uint8_t* blk = w + (kQ6 ? kquant::kQ6KBytes : kquant::kQ3KBytes) * sb;
+    const float d = f16(blk + (kQ6 ? kquant::kQ6KDOffset : kquant::kQ3KDOffset));
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + kquant::kQ6KScaleOffset);
     for (int h = 0; h < 2; ++h) {
       for (int g = 0; g < 4; ++g) {
-        const __m256i q = block_bytes::q6k_values(blk, h, g);  // -32..31
+        const int grp = 4 * h + g;  // the group of 32 in the super-block
+        const __m256i q =
+            kQ6 ? block_bytes::q6k_values(blk, h, g) : block_bytes::q3k_values(blk, grp);
         const __m256i aq = _mm256_sign_epi8(q, q);
-        const int s0 = sc[8 * h + 2 * g], s1 = sc[8 * h + 2 * g + 1];
+        const uint8_t* scales3 = blk + kquant::kQ3KScaleOffset;
+        const int s0 = kQ6 ? sc[2 * grp] : kquant::q3k_scale(2 * grp, scales3) - 32;
+        const int s1 = kQ6 ? sc[2 * grp + 1] : kquant::q3k_scale(2 * grp + 1, scales3) - 32;
         const __m256i lane_mul = _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
-        const int64_t b = 8 * sb + 4 * h + g;
+        const int64_t b = 8 * sb + grp;
         const int8::BlockQ8* xb[T];
         __m256i p[T];
         for (int k = 0; k < T; ++k) {
@@ -249,7 +256,8 @@ template <int T>
 void dot_tile_any(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
   if (t == DType::Q4_K) return dot_tile_kmin<T, DType::Q4_K>(w, x, nb, y, y_stride);
   if (t == DType::Q5_K) return dot_tile_kmin<T, DType::Q5_K>(w, x, nb, y, y_stride);
-  if (t == DType::Q6_K) return dot_tile_q6k<T>(w, x, nb, y, y_stride);
+  if (t == DType::Q6_K) return dot_tile_scaled<T, DType::Q6_K>(w, x, nb, y, y_stride);
+  if (t == DType::Q3_K) return dot_tile_scaled<T, DType::Q3_K>(w, x, nb, y, y_stride);
   if (t == DType::NF4) return dot_tile_nf4<T>(w, x, nb, y, y_stride);
   dot_tile<T>(t, w, x, nb, y, y_stride);
 }

@@ -32,7 +32,7 @@ using int8::BlockQ8;
 const std::string kDir = std::string(MEDTUNE_SOURCE_DIR) + "/tests/fixtures/quant/";
 constexpr int64_t kN = 1024;  // elements in each fixture (tests/fixtures/quant/<TYPE>.blocks)
 const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
+                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
 const Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni};
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
@@ -69,8 +69,8 @@ std::vector<uint8_t> weight_rows(DType t, int rows, uint64_t seed) {
   for (int64_t b = rb / bb; b < rb * rows / bb; ++b) {
     uint8_t* blk = w.data() + b * bb;
     const uint16_t scale = static_cast<uint16_t>(0x1000 + rng() % 0x2000);  // ~2^-12 .. 2^-4
-    // The f16 scale: first in every block but Q6_K's (its last 2 bytes).
-    std::memcpy(blk + (t == DType::Q6_K ? 208 : 0), &scale, 2);
+    // The f16 scale: first in every block but Q6_K's and Q3_K's (their last 2 bytes).
+    std::memcpy(blk + (t == DType::Q6_K ? 208 : t == DType::Q3_K ? 108 : 0), &scale, 2);
     if (t == DType::Q4_1 || t == DType::Q5_1) {
       const uint16_t m = static_cast<uint16_t>((0x1000 + rng() % 0x2000) | (rng() % 2 ? 0x8000 : 0));
       std::memcpy(blk + 2, &m, 2);
@@ -404,7 +404,7 @@ TEST(Int8Dot, SupportedTypesAndErrors) {
 // ---- The GEMM (core/int8_gemm.h) ----
 
 const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
+                            DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
 
 class Int8Gemm : public ::testing::TestWithParam<DType> {};
 
@@ -474,8 +474,8 @@ TEST_P(Int8Gemm, EveryKernelMatchesScalarReferenceBitForBit) {
 // were wrong (int8_gemm_avx2.cpp: pair sums up to 2 * 128 * 127 in int16, and a Q4 block's 8
 // groups summed in int16 up to 30480): every weight at its extreme integer (Q8_0 -128, NF4 -127,
 // nibbles 15, Q5_0 -16, Q5_1 and Q5_K 31: summed in int16 as the nibbles are, the last two would
-// overflow; Q6_K -32 with its random int8 scales), every activation +-127 (blocks of constant sign
-// and magnitude).
+// overflow; Q6_K -32 and Q3_K -4 with their random scales), every activation +-127 (blocks of
+// constant sign and magnitude).
 TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
   const DType t = GetParam();
   constexpr int kRows = 5;
@@ -485,12 +485,12 @@ TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
   // absmax; Q6_K's ql and qh come first (its scales and d last).
   const int64_t begin = t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 ? 2
                         : t == DType::Q4_K || t == DType::Q5_K                   ? 16
-                        : t == DType::Q6_K                                       ? 0
+                        : t == DType::Q6_K || t == DType::Q3_K                   ? 0
                                                                                  : 4;
-  const int64_t end = t == DType::Q6_K ? 192 : bb;
-  const uint8_t extreme = t == DType::Q8_0                                          ? 0x80
-                          : t == DType::NF4 || t == DType::Q5_0 || t == DType::Q6_K ? 0x00
-                                                                                    : 0xFF;
+  const int64_t end = t == DType::Q6_K ? 192 : t == DType::Q3_K ? 96 : bb;
+  // Q6_K's and Q3_K's zero bytes are their most negative integers (-32, -4).
+  const bool zero = t == DType::NF4 || t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q3_K;
+  const uint8_t extreme = t == DType::Q8_0 ? 0x80 : zero ? 0x00 : 0xFF;
   for (int64_t b = 0; b < rb * kRows / bb; ++b)
     std::memset(w.data() + b * bb + begin, extreme, static_cast<size_t>(end - begin));
   constexpr int kTok = 20;

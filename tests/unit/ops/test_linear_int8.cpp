@@ -26,9 +26,9 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint64_
   for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
   const int64_t bb = dtype_block_bytes(t);
   // Scales: the first f16 of each block, and the second for the types with a min (Q4_1's and
-  // Q5_1's m, Q4_K's and Q5_K's dmin); Q6_K's one f16 is its last two bytes.
+  // Q5_1's m, Q4_K's and Q5_K's dmin); Q6_K's and Q3_K's one f16 is their last two bytes.
   const int scales = int8::has_min(t) ? 2 : 1;
-  const int64_t at = t == DType::Q6_K ? 208 : 0;
+  const int64_t at = t == DType::Q6_K ? 208 : t == DType::Q3_K ? 108 : 0;
   for (size_t b = 0; b < w.size() / static_cast<size_t>(bb); ++b)
     for (int k = 0; k < scales; ++k) {
       const uint16_t h = static_cast<uint16_t>(0x1000 + rng() % 0x2000);
@@ -57,12 +57,12 @@ std::vector<uint8_t> nf4_weights(int64_t rows, int64_t cols, uint64_t seed) {
 TEST(LinearInt8, MatchesScalarReferencePerTokenAndRow) {
   constexpr int64_t kRows = 70;  // not a multiple of the row blocks (16, and 48 for the GEMM)
   if (!int8::gemm_available()) std::cout << "[ NOTE ] MEDTUNE_ISA=scalar: the GEMM is not executed\n";
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                  DType::Q5_K, DType::Q6_K, DType::NF4})
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q3_K,
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4})
     for (bool rows_only : {false, true}) {
       ASSERT_TRUE(int8_path(t));
       // SmolLM2's hidden size (18 blocks of 32); the k-quants need whole super-blocks of 256.
-      const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+      const bool k_quant = dtype_block_elems(t) == 256;
       const int64_t kCols = k_quant ? 768 : 576;
       const std::vector<uint8_t> wb =
           t == DType::NF4 ? nf4_weights(kRows, kCols, 5) : random_weights(t, kRows, kCols, 5);
