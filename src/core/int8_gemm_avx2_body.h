@@ -30,6 +30,39 @@ Form form_of(DType t) {
   return Form::kSigned;  // Q8_0, NF4, Q5_0, and Q5_1 and Q5_K with their mins
 }
 
+// Groups [G0, G1) of the R rows at block cell c0 against the TV token vectors at qb, added into
+// sums. The bounds are template arguments (constant trip counts). Against the GEMM before Q6_K's
+// scaled form (one loop over all 8 groups), MEDTUNE_ISA=avx2 prompts on the Intel Xeon, 3
+// alternating rounds, medians: a lambda with run-time bounds 0.95x (Q4_1) and 0.94x (Q8_0); this
+// 0.99x and 0.93x, the older binary itself spreading 613-689 tokens/s on Q8_0. Not settled.
+template <int R, int TV, Form F, int G0, int G1>
+inline void add_groups(const DecodedRows& rw, int64_t c0, const int8_t* qb,
+                       __m256i (&sums)[R][TV]) {
+  // Unrolled by 2 only: fully unrolled, GCC 12 regrouped the (associative) int16 sums into a
+  // tree, computed every product first and spilled most of them to the stack.
+#pragma GCC unroll 2
+  for (int g = G0; g < G1; ++g) {
+    __m256i a[TV];
+#pragma GCC unroll 2
+    for (int v = 0; v < TV; ++v)
+      a[v] =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + g * kPanel * 4 + v * kHalf * 4));
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      int32_t w4;
+      std::memcpy(&w4, rw.w + (c0 + i) * 32 + 4 * g, 4);
+      const __m256i wb = _mm256_set1_epi32(w4);  // the row's 4 bytes, beside each token's 4
+#pragma GCC unroll 2
+      for (int v = 0; v < TV; ++v) {
+        if constexpr (F == Form::kSigned || F == Form::kSignedScaled)
+          sums[i][v] = signed_acc(sums[i][v], _mm256_sign_epi8(wb, wb), _mm256_sign_epi8(a[v], wb));
+        else
+          sums[i][v] = nibble_acc(sums[i][v], wb, a[v]);
+      }
+    }
+  }
+}
+
 // Rows [r0, r0 + R) against the 8 * TV tokens of panel p from its half h on (8 per ymm); writes
 // the first `valid` of them.
 template <int R, int TV, Form F, bool kMin>
@@ -47,41 +80,14 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
     const int64_t c0 = b * rw.nrows + r0;  // row r0's cell in block b
     // The block's sums: int32, or int16 pair sums for the nibble forms where nibble_acc keeps them
     // (AVX2).
-    __m256i s[R][TV], s1[R][TV];  // s1: Q6_K's second half
+    __m256i s[R][TV], s1[R][TV];  // s1: the scaled form's second half
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
       for (int v = 0; v < TV; ++v) s[i][v] = s1[i][v] = _mm256_setzero_si256();
-    // Groups [g0, g1) into sums: unrolled by 2 only: fully unrolled, GCC 12 regrouped the
-    // (associative) int16 sums into a tree, computed every product first and spilled most of them
-    // to the stack.
-    const auto add_groups = [&](int g0, int g1, __m256i (&sums)[R][TV]) {
-#pragma GCC unroll 2
-      for (int g = g0; g < g1; ++g) {
-        __m256i a[TV];
-#pragma GCC unroll 2
-        for (int v = 0; v < TV; ++v)
-          a[v] = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(qb + g * kPanel * 4 + v * kHalf * 4));
-#pragma GCC unroll 8
-        for (int i = 0; i < R; ++i) {
-          int32_t w4;
-          std::memcpy(&w4, rw.w + (c0 + i) * 32 + 4 * g, 4);
-          const __m256i wb = _mm256_set1_epi32(w4);  // the row's 4 bytes, beside each token's 4
-#pragma GCC unroll 2
-          for (int v = 0; v < TV; ++v) {
-            if constexpr (F == Form::kSigned || F == Form::kSignedScaled)
-              sums[i][v] =
-                  signed_acc(sums[i][v], _mm256_sign_epi8(wb, wb), _mm256_sign_epi8(a[v], wb));
-            else
-              sums[i][v] = nibble_acc(sums[i][v], wb, a[v]);
-          }
-        }
-      }
-    };
     if constexpr (F == Form::kSignedScaled) {  // isum = sc0 * half 0 + sc1 * half 1, exact
-      add_groups(0, kGroups / 2, s);
-      add_groups(kGroups / 2, kGroups, s1);
+      add_groups<R, TV, F, 0, kGroups / 2>(rw, c0, qb, s);
+      add_groups<R, TV, F, kGroups / 2, kGroups>(rw, c0, qb, s1);
 #pragma GCC unroll 8
       for (int i = 0; i < R; ++i) {
         const __m256i sc0 = _mm256_set1_epi32(rw.sc[2 * (c0 + i)]),
@@ -92,7 +98,7 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
               _mm256_add_epi32(_mm256_mullo_epi32(s[i][v], sc0), _mm256_mullo_epi32(s1[i][v], sc1));
       }
     } else {
-      add_groups(0, kGroups, s);
+      add_groups<R, TV, F, 0, kGroups>(rw, c0, qb, s);
     }
     const int64_t tok = (cell0 + b) * kPanel + h * kHalf;  // the tile's first token in d, comp
     __m256 dx[TV];
@@ -151,8 +157,8 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
 
 // Tiles of 3 rows x 16 tokens: 6 sums + 6 accumulators + 2 token vectors + a broadcast in the 16
 // ymm registers. Measured on Zen 3 (5 alternating runs, one thread) against 4 x 8: ~1.3x for Q4_1
-// and Q8_0. A panel's last 8 tokens or fewer take 3 x 8 tiles, leftover rows 1-row tiles. Q6_K's
-// two half sums per row and token take 2 rows per tile.
+// and Q8_0. A panel's last 8 tokens or fewer take 3 x 8 tiles, leftover rows 1-row tiles. The
+// scaled form's two half sums per row and token (Q6_K, Q3_K) take 2 rows per tile.
 template <Form F, bool kMin>
 void run(const DecodedRows& rw, const int8::PackedTokens& x, float* y, int64_t y_stride) {
   constexpr int R = F == Form::kSignedScaled ? 2 : 3;
