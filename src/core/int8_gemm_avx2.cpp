@@ -17,168 +17,14 @@
 //     cannot take the nibble form: 8 groups of pair sums up to 2 * 31 * 127 overflow int16.
 // Status: executed on AMD Zen 3 (session 25): bit for bit the scalar reference (test_quant_int8).
 #include "core/int8_gemm_kernel.h"
-#include "core/kquant_layout.h"
-#include "core/nf4.h"
 #include "core/quant_int8.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include <algorithm>
-#include <cstring>
-
-#include "core/block_bytes_avx2.h"
+#include "core/int8_gemm_decode_avx2.h"
 
 namespace medtune::int8_detail {
-namespace {
-
-inline float f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  // Exact, like f16_to_f32, for every non-NaN half; not _cvtsh_ss, for quant_int8_body.h's reason.
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
-
-// 16 packed bytes -> 32 bytes: low nibbles are elements 0..15, high nibbles 16..31.
-inline __m256i nibbles(const uint8_t* p) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
-}
-
-inline void store32(uint8_t* out, __m256i v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), v);
-}
-
-// One row's nb blocks into cell (b, i) of the layout: out + (b * nrows) * 32, d + b * nrows, ...
-void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t* out, float* d,
-                float* m, int32_t* scales16) {
-  switch (t) {
-    case DType::Q8_0:  // w itself (signed form)
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = row + 34 * b;
-        d[b * nrows] = f16(blk);
-        store32(out + b * nrows * 32, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)));
-      }
-      return;
-    case DType::Q4_0:  // the nibble; the kernel removes the 8
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = row + 18 * b;
-        d[b * nrows] = f16(blk);
-        store32(out + b * nrows * 32, nibbles(blk + 2));
-      }
-      return;
-    case DType::Q4_1:
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = row + 20 * b;
-        d[b * nrows] = f16(blk);
-        m[b * nrows] = f16(blk + 2);
-        store32(out + b * nrows * 32, nibbles(blk + 4));
-      }
-      return;
-    case DType::Q4_K:  // sub-block k: (d * sc_k) q - dmin * m_k, q the low (k even) or high nibbles
-      for (int64_t sb = 0; sb < nb / 8; ++sb) {
-        const uint8_t* blk = row + kquant::kQ4KBytes * sb;
-        const float dd = f16(blk), dmin = f16(blk + 2);
-        for (int k = 0; k < 8; ++k) {
-          uint8_t sc, mn;
-          kquant::q4k_scale_min(k, blk + 4, &sc, &mn);
-          const int64_t b = 8 * sb + k;
-          d[b * nrows] = dd * static_cast<float>(sc);
-          m[b * nrows] = -(dmin * static_cast<float>(mn));
-          const __m256i q = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(blk + kquant::kQ4KQsOffset + 32 * (k / 2)));
-          const __m256i nib = k % 2 == 0 ? q : _mm256_srli_epi16(q, 4);
-          store32(out + b * nrows * 32, _mm256_and_si256(nib, _mm256_set1_epi8(0x0F)));
-        }
-      }
-      return;
-    case DType::Q5_0:  // w = q - 16 itself (signed form)
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = row + block_bytes::kQ5_0Bytes * b;
-        d[b * nrows] = f16(blk);
-        store32(out + b * nrows * 32,
-                _mm256_sub_epi8(block_bytes::q5_values(blk + 2, blk + 6), _mm256_set1_epi8(16)));
-      }
-      return;
-    case DType::Q5_1:  // q (0..31) in the signed form: |w| = w, pair sums widened at once
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = row + block_bytes::kQ5_1Bytes * b;
-        d[b * nrows] = f16(blk);
-        m[b * nrows] = f16(blk + 2);
-        store32(out + b * nrows * 32, block_bytes::q5_values(blk + 4, blk + 8));
-      }
-      return;
-    case DType::Q5_K:  // sub-block k: (d * sc_k) q - dmin * m_k, q (0..31) in the signed form
-      for (int64_t sb = 0; sb < nb / 8; ++sb) {
-        const uint8_t* blk = row + block_bytes::kQ5KBytes * sb;
-        const float dd = f16(blk), dmin = f16(blk + 2);
-        for (int k = 0; k < 8; ++k) {
-          uint8_t sc, mn;
-          kquant::q4k_scale_min(k, blk + 4, &sc, &mn);
-          const int64_t b = 8 * sb + k;
-          d[b * nrows] = dd * static_cast<float>(sc);
-          m[b * nrows] = -(dmin * static_cast<float>(mn));
-          store32(out + b * nrows * 32, block_bytes::q5k_values(blk, k));
-        }
-      }
-      return;
-    case DType::Q6_K:  // group g of half h: w = q - 32 itself (signed form), 2 scales of 16
-      for (int64_t sb = 0; sb < nb / 8; ++sb) {
-        const uint8_t* blk = row + kquant::kQ6KBytes * sb;
-        const float dd = f16(blk + kquant::kQ6KDOffset);
-        const int8_t* scales = reinterpret_cast<const int8_t*>(blk + kquant::kQ6KScaleOffset);
-        for (int k = 0; k < 8; ++k) {
-          const int h = k / 4, g = k % 4;
-          const int64_t b = 8 * sb + k;
-          d[b * nrows] = dd;
-          scales16[2 * b * nrows] = scales[8 * h + 2 * g];
-          scales16[2 * b * nrows + 1] = scales[8 * h + 2 * g + 1];
-          store32(out + b * nrows * 32, block_bytes::q6k_values(blk, h, g));
-        }
-      }
-      return;
-    case DType::Q3_K:  // group k of 32: w in -4..3 itself (signed form), 2 scales of 16
-      for (int64_t sb = 0; sb < nb / 8; ++sb) {
-        const uint8_t* blk = row + kquant::kQ3KBytes * sb;
-        const float dd = f16(blk + kquant::kQ3KDOffset);
-        for (int k = 0; k < 8; ++k) {
-          const int64_t b = 8 * sb + k;
-          d[b * nrows] = dd;
-          scales16[2 * b * nrows] = kquant::q3k_scale(2 * k, blk + kquant::kQ3KScaleOffset) - 32;
-          scales16[2 * b * nrows + 1] =
-              kquant::q3k_scale(2 * k + 1, blk + kquant::kQ3KScaleOffset) - 32;
-          store32(out + b * nrows * 32, block_bytes::q3k_values(blk, k));
-        }
-      }
-      return;
-    case DType::NF4: {  // half b % 2 of block b / 2: the codes (high nibble first) -> levels
-      alignas(16) int8_t lut[16];
-      for (int i = 0; i < 16; ++i) lut[i] = int8::nf4_levels()[i];
-      const __m256i levels =
-          _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
-      const __m128i m4 = _mm_set1_epi8(0x0F);
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = row + nf4::kRowBlockBytes * (b / 2);
-        float absmax;
-        std::memcpy(&absmax, blk, 4);
-        d[b * nrows] = absmax / 127.0f;
-        const __m128i bytes =
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4 + 16 * (b % 2)));
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m4),
-                      lo = _mm_and_si128(bytes, m4);
-        const __m256i codes =
-            _mm256_set_m128i(_mm_unpackhi_epi8(hi, lo), _mm_unpacklo_epi8(hi, lo));
-        store32(out + b * nrows * 32, _mm256_shuffle_epi8(levels, codes));
-      }
-      return;
-    }
-    default:
-      return;  // gemm_rows admits only the types above
-  }
-}
-
-}  // namespace
 
 // AVX2's sums: vpmaddubsw (saturating int16 pair sums: exact here, see the top) and vpmaddwd with
 // ones to widen; a nibble block's 8 groups are summed in int16 and widened once.
@@ -212,8 +58,7 @@ inline __m256i nibble_widen(__m256i s) { return s; }
 
 void decode_rows_avx2(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, int64_t nb,
                       uint8_t* wout, float* d, float* m, int32_t* sc) {
-  for (int64_t i = 0; i < nrows; ++i)
-    decode_row(t, w + i * row_bytes, nrows, nb, wout + i * 32, d + i, m + i, sc + 2 * i);
+  decode_rows<false>(t, w, row_bytes, nrows, nb, wout, d, m, sc);
 }
 
 void gemm_avx2(DType t, const DecodedRows& rows, const int8::PackedTokens& x, float* y,
