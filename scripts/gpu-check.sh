@@ -15,7 +15,8 @@
 # instead of the bundle), MEDQA_LIMIT (stage medqa's first N questions; 0: all),
 # TRAIN_STEPS and MEMORY_STEPS (stages train and memory: 30 and 200 steps), HF_CASES (at most this
 # many HF anchor cases), BENCH_BUDGET_S (stage bench starts no case after
-# this many seconds of the run; 470).
+# this many seconds of the run; 470), TIMEOUT_SCALE (every command's timeout times this integer;
+# 1: sized for an H200; scripts/hip-cpu-check.sh's emulated device needs more).
 # Sized for a 15-minute lease: under 9 minutes; every stage has a timeout.
 #
 # Rehearsal, here, without a GPU: GPU_CHECK_REHEARSAL=1 bash scripts/gpu-check.sh runs every stage
@@ -89,6 +90,8 @@ if [ "$rehearsal" = 1 ]; then
   echo "== REHEARSAL: --device gpu runs on the CPU; nothing below says anything about a GPU"
 fi
 # dev DEVICE: the device a run labelled DEVICE (cpu or gpu) uses.
+# timeout N, N scaled by TIMEOUT_SCALE.
+tmo() { timeout $(( $1 * ${TIMEOUT_SCALE:-1} )) "${@:2}"; }
 dev() { [ "$1" = gpu ] && echo "$gpu" || echo "$1"; }
 # The logs are written to $out, a local folder; after every stage they are packed into
 # $final/gpu-check-logs.tar.gz beside summary-so-far.txt and results.jsonl: the device tool brings
@@ -184,9 +187,9 @@ if [ -n "$bin" ]; then
 else
   # The standalone build of the op tests alone: the GPU image has nvcc, CMake and g++.
   cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
-  if timeout 420 cmake -S tests/gpu -B build-gpu-check -DMEDTUNE_GPU=cuda \
+  if tmo 420 cmake -S tests/gpu -B build-gpu-check -DMEDTUNE_GPU=cuda \
        -DCMAKE_CUDA_ARCHITECTURES="${cap:-90}" -DMEDTUNE_GPU_CHECK_WERROR=OFF >"$out/build.log" 2>&1 &&
-     timeout 420 cmake --build build-gpu-check -j"$jobs" >>"$out/build.log" 2>&1; then
+     tmo 420 cmake --build build-gpu-check -j"$jobs" >>"$out/build.log" 2>&1; then
     ops_bin=build-gpu-check/test_gpu_ops
   else
     record "op tests" FAILED $(( $(date +%s) - t )) "standalone build failed: build.log"
@@ -198,7 +201,7 @@ elif [ "$rehearsal" = 1 ]; then
   record "op tests" "NOT RUN" 0 "rehearsal"
 elif [ -n "$ops_bin" ]; then
   rc=0
-  timeout 240 "$ops_bin" > "$out/ops.log" 2>&1 || rc=$?
+  tmo 240 "$ops_bin" > "$out/ops.log" 2>&1 || rc=$?
   line=$(grep -E "^gpu op tests:" "$out/ops.log" | tail -n 1)
   case $rc in
     0) record "op tests" ok $(( $(date +%s) - t )) "$line" ;;
@@ -222,7 +225,7 @@ elif [ -n "$ops_bin" ]; then
     [ -n "$d" ] && [ -f "$d/libnccl.so.2" ] && nccl_dirs=$nccl_dirs:$d
   done
   rc=0
-  LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}$nccl_dirs timeout 120 "$ops_bin" --collectives > "$out/nccl.log" 2>&1 || rc=$?
+  LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}$nccl_dirs tmo 120 "$ops_bin" --collectives > "$out/nccl.log" 2>&1 || rc=$?
   line=$(grep -E "^gpu op tests:" "$out/nccl.log" | tail -n 1)
   if [ "$rc" = 0 ]; then
     record nccl ok $(( $(date +%s) - t )) "$line (libnccl.so.2 from ${nccl_dirs#:}${nccl_dirs:-the system})"
@@ -254,7 +257,7 @@ if [ -x "$bin/test_core" ] && [ -x "$bin/test_ops" ]; then
   "$bin/medtune" doctor --no-op-tests > "$out/cpu-doctor.txt" 2>&1 || true
   rc=0
   for tb in test_core test_ops; do
-    timeout 120 "$bin/$tb" > "$out/cpu-$tb.log" 2>&1 || rc=$?
+    tmo 120 "$bin/$tb" > "$out/cpu-$tb.log" 2>&1 || rc=$?
   done
   paths=$(sed -n 's/.*kernel paths this CPU can take: \(.*\)/\1/p' "$out/cpu-doctor.txt" | head -n 1)
   line="$(grep -h -E '^\[  (PASSED|FAILED)  \]' "$out"/cpu-test_core.log "$out"/cpu-test_ops.log | tr '\n' ' ')"
@@ -270,7 +273,7 @@ echo "== 3 parity (medtune-parity --device gpu, fp32 and bf16)"
 for prec in fp32 bf16; do
   t=$(date +%s)
   rc=0
-  timeout 120 "$bin/medtune-parity" --device "$gpu" --precision "$prec" tests/fixtures/hf/*/ > "$out/parity-$prec.jsonl" \
+  tmo 120 "$bin/medtune-parity" --device "$gpu" --precision "$prec" tests/fixtures/hf/*/ > "$out/parity-$prec.jsonl" \
     2> "$out/parity-$prec.err" || rc=$?
   n_ok=$(grep -c '"ok":true' "$out/parity-$prec.jsonl" || true)
   n_all=$(ls -d tests/fixtures/hf/*/ | wc -l)
@@ -307,7 +310,7 @@ rc=0
 steps=${TRAIN_STEPS:-30}
 [ "$rehearsal" = 1 ] && steps=3
 for run in cpu:fp32 gpu:fp32 gpu:bf16; do
-  timeout 150 "$MT" train --config configs/smollm2-fictional-lora.yaml --device "$(dev "${run%%:*}")" --precision "${run##*:}" \
+  tmo 150 "$MT" train --config configs/smollm2-fictional-lora.yaml --device "$(dev "${run%%:*}")" --precision "${run##*:}" \
     base_model="$model" max_steps=$steps output_dir="$work/train-${run/:/-}" max_runtime=2m > "$out/train-${run/:/-}.log" 2>&1 || rc=$?
 done
 if [ "$rc" = 0 ]; then
@@ -362,7 +365,7 @@ echo "== 5 eval: CPU vs GPU on data/fictional/test.jsonl"
 t=$(date +%s)
 rc=0
 for run in cpu:fp32 gpu:fp32 gpu:bf16; do
-  timeout 120 "$MT" eval "$model" --data data/fictional/test.jsonl --format lm_eval --scoring text -q \
+  tmo 120 "$MT" eval "$model" --data data/fictional/test.jsonl --format lm_eval --scoring text -q \
     --device "$(dev "${run%%:*}")" --precision "${run##*:}" --out "$work/eval-${run/:/-}" > "$out/eval-${run/:/-}.log" 2>&1 || rc=$?
 done
 if [ "$rc" = 0 ]; then
@@ -382,7 +385,7 @@ if [ -n "$real" ] && [ -f "$medqa" ]; then
   for run in cpu:fp32 gpu:fp32 gpu:bf16; do
     limit_args=()
     [ "$medqa_limit" -gt 0 ] && limit_args=(--limit "$medqa_limit")
-    timeout 150 "$MT" eval "$real" --data "$medqa" "${limit_args[@]}" -q --device "$(dev "${run%%:*}")" --precision "${run##*:}" \
+    tmo 150 "$MT" eval "$real" --data "$medqa" "${limit_args[@]}" -q --device "$(dev "${run%%:*}")" --precision "${run##*:}" \
       --out "$work/medqa-${run/:/-}" > "$out/medqa-${run/:/-}.log" 2>&1 || rc=$?
   done
   if [ "$rc" = 0 ]; then
@@ -404,7 +407,7 @@ t=$(date +%s)
 # their answer alone: reported, not failed, because cuBLAS is not known to be batch-invariant
 # (docs/decisions/batch-invariant-serving.md).
 rc=0
-timeout 60 "$MT" generate "$model" -p "The patient was given" -n 16 --device "$gpu" --precision fp32 --json -q \
+tmo 60 "$MT" generate "$model" -p "The patient was given" -n 16 --device "$gpu" --precision fp32 --json -q \
   > "$out/serve-generate.json" 2> "$out/serve-generate.err" || rc=$?
 "$MT" serve "$model" --device "$gpu" --precision fp32 --host 127.0.0.1 --port 0 --parallel 4 -c 2048 --alias m \
   > "$out/serve.log" 2>&1 &
@@ -416,7 +419,7 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 if [ "$rc" = 0 ] && [ -n "$port" ]; then
-  cmp=$(timeout 120 python3 - "$port" "$out/serve-generate.json" <<'EOF' || echo '{"error": "the client failed"}'
+  cmp=$(tmo 120 python3 - "$port" "$out/serve-generate.json" <<'EOF' || echo '{"error": "the client failed"}'
 import concurrent.futures, json, sys, urllib.request
 port, gen = sys.argv[1], json.load(open(sys.argv[2]))
 def complete(prompt):
@@ -459,9 +462,9 @@ echo "== 6 the embedded default on the GPU"
 t=$(date +%s)
 if [ -n "$real" ]; then
   rc=0
-  timeout 240 "$MT" train --config configs/smollm2-fictional-lora.yaml --device gpu base_model="$real" \
+  tmo 240 "$MT" train --config configs/smollm2-fictional-lora.yaml --device gpu base_model="$real" \
     output_dir="$work/default" > "$out/default-train.log" 2>&1 || rc=$?
-  [ "$rc" = 0 ] && timeout 60 "$MT" eval "$real" --data data/fictional/test.jsonl --format lm_eval --scoring text -q \
+  [ "$rc" = 0 ] && tmo 60 "$MT" eval "$real" --data data/fictional/test.jsonl --format lm_eval --scoring text -q \
     --device gpu --adapter "$work/default/adapter" --out "$work/default-eval" --json > "$out/default-eval.json" 2> "$out/default-eval.err" || rc=$?
   if [ "$rc" = 0 ]; then
     acc=$(python3 -c "import json; print(json.load(open('$out/default-eval.json'))['metrics']['accuracy']['value'])" 2>/dev/null || echo nan)
@@ -483,7 +486,7 @@ t=$(date +%s)
 rc=0
 mem_steps=${MEMORY_STEPS:-200}
 [ "$rehearsal" = 1 ] && mem_steps=7
-timeout 150 "$bin/bench_train_step" "$model" --device "$gpu" --batch 8 --seq 256 --steps $mem_steps --peak-after 5 \
+tmo 150 "$bin/bench_train_step" "$model" --device "$gpu" --batch 8 --seq 256 --steps $mem_steps --peak-after 5 \
   > "$out/memory.json" 2> "$out/memory.err" || rc=$?
 if [ "$rc" = 0 ]; then
   result memory "$(cat "$out/memory.json")"
@@ -509,17 +512,17 @@ if [ "$rehearsal" = 1 ]; then  # the commands and their JSON, on a model and bat
   arch=smollm2-135m
   seq=32
 fi
-if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > "$out/bench-make.log" 2>&1; then
+if tmo 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > "$out/bench-make.log" 2>&1; then
   if want profile; then
     # 8p: where a step's time goes, op by op (MEDTUNE_GPU_PROFILE, src/gpu/op_profile.h): the
     # checkpointed r16 LoRA step, 16 x 512 scoring and batch-1 decode. The profiled runs wait for
     # the GPU around every op: their own tokens/s are not the benchmark's.
     tp=$(date +%s)
-    MEDTUNE_GPU_PROFILE=1 timeout 120 "$bin/bench_train_step" "$big" --device "$gpu" --batch 8 --seq "$seq" \
+    MEDTUNE_GPU_PROFILE=1 tmo 120 "$bin/bench_train_step" "$big" --device "$gpu" --batch 8 --seq "$seq" \
       --precision bf16 --rank 16 --targets qkvo --checkpointing 1 --steps 2 > /dev/null 2> "$out/profile-train.txt"
-    MEDTUNE_GPU_PROFILE=1 timeout 90 "$bin/bench_forward" "$big" --device "$gpu" --precision bf16 \
+    MEDTUNE_GPU_PROFILE=1 tmo 90 "$bin/bench_forward" "$big" --device "$gpu" --precision bf16 \
       --prompt-tokens "$seq" --decode-tokens 1 --repeats 1 --score-batch 16 > /dev/null 2> "$out/profile-score.txt"
-    MEDTUNE_GPU_PROFILE=1 timeout 60 "$bin/bench_forward" "$big" --device "$gpu" --prompt-tokens 256 \
+    MEDTUNE_GPU_PROFILE=1 tmo 60 "$bin/bench_forward" "$big" --device "$gpu" --prompt-tokens 256 \
       --decode-tokens 32 --repeats 1 > /dev/null 2> "$out/profile-decode.txt"
     top=$(grep -m1 -A1 'ms/call' "$out/profile-train.txt" | tail -n 1 | tr -s ' ')
     record profile done $(( $(date +%s) - tp )) "profile-{train,score,decode}.txt; train's largest:$top"
@@ -535,7 +538,7 @@ if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > 
   train_case() {
     local name=$1 file=$2; shift 2
     in_time "$name" || return 0
-    timeout 120 "$bin/bench_train_step" "$big" --device "$gpu" --batch 8 --seq "$seq" "$@" > "$out/$file" 2>> "$out/bench.err" &&
+    tmo 120 "$bin/bench_train_step" "$big" --device "$gpu" --batch 8 --seq "$seq" "$@" > "$out/$file" 2>> "$out/bench.err" &&
       result "bench medtune $name" "$(cat "$out/$file")"
   }
   # hf NAME OUTFILE ARGS...: the anchor, when it imports here
@@ -547,7 +550,7 @@ if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > 
     [ -n "$anchor" ] && in_time "hf $name" || return 0
     [ "$hf_left" -gt 0 ] || { skipped="$skipped hf($name)"; return 0; }
     hf_left=$((hf_left - 1))
-    timeout 150 python3 "$anchor" --arch "$arch" "$@" > "$out/$file" 2>> "$out/bench.err" &&
+    tmo 150 python3 "$anchor" --arch "$arch" "$@" > "$out/$file" 2>> "$out/bench.err" &&
       result "bench hf $name" "$(tail -n 1 "$out/$file")"
   }
   for ck in 1 0; do
@@ -560,13 +563,13 @@ if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > 
   # Scoring 16 x 512: medtune computes the logits of each row's last position (letter scoring),
   # the anchor every position's (transformers' forward).
   if in_time "score"; then
-    timeout 90 "$bin/bench_forward" "$big" --device "$gpu" --precision bf16 --prompt-tokens "$seq" --decode-tokens 1 \
+    tmo 90 "$bin/bench_forward" "$big" --device "$gpu" --precision bf16 --prompt-tokens "$seq" --decode-tokens 1 \
       --repeats 3 --score-batch 16 > "$out/bench-medtune-score.json" 2>> "$out/bench.err" &&
       result "bench medtune score bf16 16x512" "$(cat "$out/bench-medtune-score.json")"
   fi
   hf_case "score 16x512" "bench-hf-score.json" --score --batch 16 --seq "$seq"
   if in_time "decode"; then
-    timeout 60 "$bin/bench_forward" "$big" --device "$gpu" --prompt-tokens 256 --decode-tokens 64 --repeats 3 \
+    tmo 60 "$bin/bench_forward" "$big" --device "$gpu" --prompt-tokens 256 --decode-tokens 64 --repeats 3 \
       > "$out/bench-medtune-decode.json" 2>> "$out/bench.err" && result "bench medtune decode" "$(cat "$out/bench-medtune-decode.json")"
   fi
   hf_case "decode" "bench-hf-decode.json" --generate
@@ -591,7 +594,7 @@ if timeout 150 "$bin/medtune-random-llama" "$big" --arch "$arch" --dtype bf16 > 
     rm -rf "$big"
     big=$work/llama3-8b
     arch=llama3-8b
-    if timeout 100 "$bin/medtune-random-llama" "$big" --arch llama3-8b --dtype bf16 > "$out/bench-make-8b.log" 2>&1; then
+    if tmo 100 "$bin/medtune-random-llama" "$big" --arch llama3-8b --dtype bf16 > "$out/bench-make-8b.log" 2>&1; then
       train_case "llama3-8b bf16 r16 all 8x512 ckpt=1" "bench-medtune-8b.json" --precision bf16 --rank 16 --targets all \
         --checkpointing 1 --steps 3
       hf_case "llama3-8b r16 all 8x512 ckpt=1" "bench-hf-8b.json" --r 16 --targets all --batch 8 --seq "$seq" --ckpt
