@@ -472,15 +472,21 @@ TEST_P(Int8Gemm, EveryKernelMatchesScalarReferenceBitForBit) {
 
 // The operands at their limits, where a kernel's narrow intermediate would saturate if its bound
 // were wrong (int8_gemm_avx2.cpp: pair sums up to 2 * 128 * 127 in int16, and a Q4 block's 8
-// groups summed in int16 up to 30480): every weight at its extreme integer (Q8_0 -128, NF4 -127,
-// nibbles 15, Q5_0 -16, Q5_1 and Q5_K 31: summed in int16 as the nibbles are, the last two would
-// overflow; Q6_K -32 and Q3_K -4 with their random scales), every activation +-127 (blocks of
-// constant sign and magnitude).
-TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
-  const DType t = GetParam();
-  constexpr int kRows = 5;
-  std::vector<uint8_t> w = weight_rows(t, kRows, 45);
-  const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN), bb = dtype_block_bytes(t);
+// groups summed in int16 up to 30480; quant_int8_body.h's scaled_lanes: Q6_K's int16 pair sums
+// times its int8 scales): every weight at its extreme integer (Q8_0 -128, NF4 -127, nibbles 15,
+// Q5_0 -16, Q5_1 and Q5_K 31: summed in int16 as the nibbles are, the last two would overflow;
+// Q6_K -32 and Q3_K -4), Q6_K's and Q3_K's scales at theirs (-128, -32), and every activation
+// +-127 (blocks of constant sign and magnitude). kRows rows of kN, then kTok tokens' blocks.
+struct ExtremeOperands {
+  static constexpr int kRows = 5, kTok = 20;
+  std::vector<uint8_t> w;
+  std::vector<BlockQ8> q;
+};
+
+ExtremeOperands extreme_operands(DType t) {
+  ExtremeOperands e;
+  e.w = weight_rows(t, ExtremeOperands::kRows, 45);
+  const int64_t rb = dtype_row_bytes(t, kN), bb = dtype_block_bytes(t);
   // A block's integer bytes [begin, end): after its scales (Q5_K's 16, then qh and qs) or NF4's
   // absmax; Q6_K's ql and qh come first (its scales and d last).
   const int64_t begin = t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 ? 2
@@ -491,24 +497,58 @@ TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
   // Q6_K's and Q3_K's zero bytes are their most negative integers (-32, -4).
   const bool zero = t == DType::NF4 || t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q3_K;
   const uint8_t extreme = t == DType::Q8_0 ? 0x80 : zero ? 0x00 : 0xFF;
-  for (int64_t b = 0; b < rb * kRows / bb; ++b)
-    std::memset(w.data() + b * bb + begin, extreme, static_cast<size_t>(end - begin));
-  constexpr int kTok = 20;
-  std::vector<float> x(static_cast<size_t>(kTok * kN));
+  for (int64_t b = 0; b < rb * ExtremeOperands::kRows / bb; ++b) {
+    uint8_t* blk = e.w.data() + b * bb;
+    std::memset(blk + begin, extreme, static_cast<size_t>(end - begin));
+    // Q6_K's int8 scales -128; Q3_K's 6-bit scales 0, that is -32.
+    if (t == DType::Q6_K) std::memset(blk + 192, 0x80, 16);
+    if (t == DType::Q3_K) std::memset(blk + 96, 0x00, 12);
+  }
+  std::vector<float> x(static_cast<size_t>(ExtremeOperands::kTok * kN));
   for (size_t i = 0; i < x.size(); ++i) x[i] = (i / 32 + i / kN) % 2 ? 1.0f : -1.0f;
-  const std::vector<BlockQ8> q = quantize(x);
-  ASSERT_EQ(std::abs(static_cast<int>(q[0].q[0])), 127);
+  e.q = quantize(x);
+  return e;
+}
+
+TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
+  const DType t = GetParam();
+  const ExtremeOperands e = extreme_operands(t);
+  constexpr int kRows = ExtremeOperands::kRows, kTok = ExtremeOperands::kTok;
+  const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
+  ASSERT_EQ(std::abs(static_cast<int>(e.q[0].q[0])), 127);
   int8::PackedTokens packed;
-  int8::pack_tokens(q.data(), nb, kTok, &packed);
+  int8::pack_tokens(e.q.data(), nb, kTok, &packed);
   for (const GemmKernel& kernel : gemm_kernels()) {
     if (!kernel.runs_here) continue;  // named by EveryKernelMatchesScalarReferenceBitForBit
     std::vector<float> y(kTok * kRows);
-    kernel.run(kernel.isa, t, w.data(), rb, kRows, packed, y.data(), kRows);
+    kernel.run(kernel.isa, t, e.w.data(), rb, kRows, packed, y.data(), kRows);
     for (int k = 0; k < kTok; ++k)
       for (int r = 0; r < kRows; ++r)
         ASSERT_EQ(bits(y[static_cast<size_t>(k * kRows + r)]),
-                  bits(int8::dot_scalar(t, w.data() + r * rb, q.data() + k * nb, nb)))
+                  bits(int8::dot_scalar(t, e.w.data() + r * rb, e.q.data() + k * nb, nb)))
             << kernel.name << " " << dtype_name(t) << " row " << r << ", token " << k;
+  }
+}
+
+// The same operands through the row kernels of every path this CPU runs (1..5 tokens: the
+// one-token kernels, a 4-token tile and its tail).
+TEST_P(Int8Dot, ExtremeOperandsStayExact) {
+  const DType t = GetParam();
+  const ExtremeOperands e = extreme_operands(t);
+  const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
+  for (Isa isa : kIsas) {
+    if (!cpu_supports(isa)) continue;  // named by EveryPathMatchesScalarReferenceBitForBit
+    for (int ntok = 1; ntok <= 5; ++ntok) {
+      std::vector<float> y(static_cast<size_t>(ntok * ExtremeOperands::kRows));
+      int8::dot_row_block_with(isa, t, e.w.data(), rb, ExtremeOperands::kRows, e.q.data(), nb, ntok,
+                               y.data(), ExtremeOperands::kRows);
+      for (int k = 0; k < ntok; ++k)
+        for (int r = 0; r < ExtremeOperands::kRows; ++r)
+          ASSERT_EQ(bits(y[static_cast<size_t>(k * ExtremeOperands::kRows + r)]),
+                    bits(int8::dot_scalar(t, e.w.data() + r * rb, e.q.data() + k * nb, nb)))
+              << isa_name(isa) << " " << dtype_name(t) << " row " << r << ", token " << k << " of "
+              << ntok;
+    }
   }
 }
 
