@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "core/block_bytes_avx2.h"
 
