@@ -1,6 +1,7 @@
 // int8 dot kernels, AVX2: vpmaddubsw (u8 x s8 pairs -> s16, never saturating here) then vpmaddwd with ones (pairs -> s32).
 // Status: executed and tested on AMD Zen 3.
 #include "core/kquant_layout.h"
+#include "core/nf4.h"
 #include "core/quant_int8_kernels.h"
 
 #if defined(__x86_64__)

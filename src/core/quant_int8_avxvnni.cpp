@@ -1,6 +1,7 @@
 // int8 dot kernels, AVX-VNNI (Intel Alder Lake+, AMD Zen 5): one vpdpbusd (VEX) per 32 bytes.
 // Status: compiled here, NOT executed: the development CPU (AMD Zen 3) lacks AVX-VNNI; its results must equal the AVX2 path bit for bit (test_quant_int8 checks that wherever the CPU has it).
 #include "core/kquant_layout.h"
+#include "core/nf4.h"
 #include "core/quant_int8_kernels.h"
 
 #if defined(__x86_64__)
