@@ -42,7 +42,7 @@ N_QUANT = 1024  # elements per quant fixture: 4 k-quant super-blocks, 32 legacy 
 # Appended types come last: each type draws from one random stream in this order, so a new one
 # leaves the fixtures before it unchanged.
 TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K", "Q5_0", "Q5_1", "Q5_K", "Q2_K",
-         "Q3_K"]
+         "Q3_K", "IQ4_NL", "IQ4_XS"]
 
 
 # ------------------------------------------------------------------ quantized blocks
@@ -76,7 +76,8 @@ def make_blocks(name: str, rng: np.random.Generator) -> bytes:
     out = np.frombuffer(rng.bytes(nb * size), dtype=np.uint8).reshape(nb, size).copy()
     # Valid f16 scales at their places in the block, random bits everywhere else.
     scale_offsets = {"Q8_0": [0], "Q4_0": [0], "Q4_1": [0, 2], "Q4_K": [0, 2], "Q6_K": [208],
-                     "Q5_0": [0], "Q5_1": [0, 2], "Q5_K": [0, 2], "Q2_K": [80, 82], "Q3_K": [108]}[name]
+                     "Q5_0": [0], "Q5_1": [0, 2], "Q5_K": [0, 2], "Q2_K": [80, 82], "Q3_K": [108],
+                     "IQ4_NL": [0], "IQ4_XS": [0]}[name]
     for off in scale_offsets:
         out[:, off:off + 2] = random_f16(rng, nb).view(np.uint8).reshape(nb, 2)
     if name in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"):
@@ -328,7 +329,7 @@ def broken_variants(llama: bytes) -> dict[str, bytes]:
     (off,) = struct.unpack_from("<Q", llama, lay.tensors["blk.0.ffn_up.weight"]["offset"])
     out["misaligned_offset"] = patch(llama, lay.tensors["blk.0.ffn_up.weight"]["offset"], "<Q", off + 4)
     out["unknown_type"] = patch(llama, lay.tensors["blk.0.attn_output.weight"]["type"], "<I", 99)
-    out["unsupported_type"] = patch(llama, lay.tensors["blk.0.attn_output.weight"]["type"], "<I", 23)
+    out["unsupported_type"] = patch(llama, lay.tensors["blk.0.attn_output.weight"]["type"], "<I", 16)
     out["ndims"] = patch(llama, lay.tensors["output_norm.weight"]["n_dims"], "<I", 5)
     out["block"] = patch(llama, lay.tensors["token_embd.weight"]["ne"], "<Q", 48)
     out["huge_dim"] = patch(llama, lay.tensors["output.weight"]["ne"] + 8, "<Q", 1 << 62)

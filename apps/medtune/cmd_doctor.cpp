@@ -77,7 +77,8 @@ json simd_levels() {
                                                    : "scalar (dequantize + OpenBLAS sgemm)";
   json kernels = {
       {"fp32 F32 weights", "OpenBLAS sgemm/sgemv (its own CPU dispatch)"},
-      {"fp32 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K F16 BF16 weights", fp32_quant},
+      {"fp32 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS F16 BF16 weights",
+       fp32_quant},
       {"fp32 NF4 weights", isa >= Isa::kAvx2 ? "avx2" : "scalar"},
       {"int8 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q3_K Q4_K Q5_K Q6_K NF4 weights",
        std::string(isa_name(int8::kernel_isa())) + " (int8 dot products; NF4 levels rounded to int8)"},
@@ -87,7 +88,7 @@ json simd_levels() {
        : int8::gemm_isa() == Isa::kAvxVnni
            ? "avxvnni GEMM (16 tokens x 3 rows per tile; never yet run on such a CPU)"
            : "avx2 GEMM (16 tokens x 3 rows per tile)"},
-      {"int8 F16 BF16 F32 Q2_K weights", "fp32 path (no int8 kernel)"},
+      {"int8 F16 BF16 F32 Q2_K IQ4_NL IQ4_XS weights", "fp32 path (no int8 kernel)"},
       {"int8 attention (fixed order, half KV cache)", ops::fixed_order_attention_kernel()},
       {"bf16 all weights", ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn
                                ? ops::onednn::kernel_name() + " (native bf16 dot products)"

@@ -24,6 +24,10 @@ enum class DType : uint8_t {
   Q5_K,  // super-blocks of 256 (ggml k-quants; Q4_K's scales with a 5th bit per value)
   Q2_K,  // super-blocks of 256: 16 sub-blocks of 16, 4-bit scale and min each, 2-bit values
   Q3_K,  // super-blocks of 256: 16 sub-blocks of 16, 6-bit signed scales, 3-bit values
+  // llama.cpp's non-linear 4-bit types: nibbles index a fixed table of 16 int8 values
+  // (core/kquant_layout.h kIq4nlValues).
+  IQ4_NL,  // blocks of 32: f16 d, 16 bytes of nibbles (Q4_0's order).  x = d * table[q]
+  IQ4_XS,  // super-blocks of 256: f16 d, 6-bit scales per 32 (stored + 32), nibbles as IQ4_NL's
   // bitsandbytes NF4 in medtune's row form (core/nf4.h): blocks of 64, f32 absmax (double
   // quantization already resolved) then 32 bytes, first element in the high nibble.
   //                                                             x = absmax * nf4_code[q]

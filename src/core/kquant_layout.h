@@ -12,6 +12,12 @@
 //   Q3_K 110 B: hmask[32] | qs[64] | scales[12] (16 x 6 bits, q3k_scale) | d f16; element e as
 //               Q2_K's: q = ((qs[32h + l] >> 2j) & 3) - 4, plus 4 where bit e / 32 of hmask[l]
 //               is set (-4..3): x = (d * (scale_s - 32)) * q.
+// And llama.cpp's non-linear 4-bit types, whose nibbles q index kIq4nlValues:
+//   IQ4_NL 18 B / 32: d f16 | qs[16]; element l < 16 the low nibble of qs[l], l >= 16 the high
+//               nibble of qs[l - 16] (Q4_0's order): x = d * kIq4nlValues[q].
+//   IQ4_XS 136 B / 256: d f16 | scales_h u16 | scales_l[4] | qs[128]; group g (0..7) of 32 has
+//               the 6-bit scale iq4xs_scale(g) (stored + 32) and qs[16g .. 16g + 16) in IQ4_NL's
+//               order: x = (d * (scale_g - 32)) * kIq4nlValues[q].
 // Internal linkage on purpose: the per-ISA kernel files include this with their own -m flags,
 // and an inline function shared between them could be resolved to a copy using instructions the
 // CPU lacks.
@@ -34,6 +40,13 @@ constexpr int64_t kQ3KBytes = 110;
 constexpr int64_t kQ3KQsOffset = 32;
 constexpr int64_t kQ3KScaleOffset = 96;
 constexpr int64_t kQ3KDOffset = 108;
+constexpr int64_t kIq4nlBytes = 18;
+constexpr int64_t kIq4xsBytes = 136;
+constexpr int64_t kIq4xsQsOffset = 8;  // after d, scales_h and scales_l
+
+// ggml's kvalues_iq4nl.
+constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K super-block (ggml's get_scale_min_k4):
 // bytes 0-3 hold sc0-3 (low 6 bits) and the top 2 bits of sc4-7; bytes 4-7 likewise for m;
@@ -56,6 +69,14 @@ inline int q3k_scale(int s, const uint8_t* q) {
   const int lo = s < 8 ? q[s] & 0xF : q[s - 8] >> 4;
   const int hi = (q[8 + s % 4] >> (2 * (s / 4))) & 3;
   return lo | hi << 4;
+}
+
+// The 6-bit scale (0..63, stored with +32) of group g (0..7) of an IQ4_XS super-block at blk:
+// its low 4 bits are nibble g % 2 of scales_l[g / 2], its top 2 bits 2g, 2g + 1 of scales_h.
+inline int iq4xs_scale(int g, const uint8_t* blk) {
+  const int lo = (blk[4 + g / 2] >> (4 * (g % 2))) & 0xF;
+  const int scales_h = blk[2] | blk[3] << 8;
+  return lo | ((scales_h >> (2 * g)) & 3) << 4;
 }
 
 // The 6-bit value (0..63) of element l + 32*g of a Q6_K half (ql: 64 bytes, qh: 32 bytes).

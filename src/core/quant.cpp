@@ -40,6 +40,11 @@
 //   Q3_K 110 B / 256: hmask[32] | qs[64] | scales[12] | d f16; 6-bit scales stored + 32;
 //         x = (d*(sc - 32)) * q, q = 2 bits from qs, minus 4 unless its hmask bit is set
 // Q2_K's and Q3_K's products are exact too (4- or 6-bit scales, 2- or 3-bit q).
+//   IQ4_NL 18 B / 32: d f16 | qs[16] (Q4_0's order)               x = d*table[q]
+//   IQ4_XS 136 B / 256: d f16 | scales_h u16 | scales_l[4] | qs[128]; 8 groups of 32 with a 6-bit
+//         scale (stored + 32), nibbles as IQ4_NL's             x = (d*(sc - 32)) * table[q]
+// table = ggml's kvalues_iq4nl (|value| <= 127: 7 bits), so d*table[q] needs 18 bits and
+// (d*(sc - 32))*table[q] at most 11 + 5 + 7 = 23: exact as well.
 #include "core/quant.h"
 
 #include <cstring>
@@ -73,6 +78,10 @@ constexpr int64_t kQ4_KBytes = 144;
 constexpr int64_t kQ5_KBytes = 176;
 constexpr int64_t kQ6_KBytes = 210;
 
+using kquant::iq4xs_scale;
+using kquant::kIq4nlBytes;
+using kquant::kIq4nlValues;
+using kquant::kIq4xsBytes;
 using kquant::kQ2KBytes;
 using kquant::kQ3KBytes;
 using kquant::q3k_scale;
@@ -264,6 +273,28 @@ void dequantize_row_scalar(DType t, const void* src, float* y, int64_t n) {
         }
       }
       return;
+    case DType::IQ4_NL:  // ggml's dequantize_row_iq4_nl
+      for (int64_t b = 0; b < n / kQK; ++b, p += kIq4nlBytes, y += kQK) {
+        const float d = load_f16(p);
+        for (int j = 0; j < kQK / 2; ++j) {
+          y[j] = d * static_cast<float>(kIq4nlValues[p[2 + j] & 0xF]);
+          y[j + kQK / 2] = d * static_cast<float>(kIq4nlValues[p[2 + j] >> 4]);
+        }
+      }
+      return;
+    case DType::IQ4_XS:  // ggml's dequantize_row_iq4_xs
+      for (int64_t b = 0; b < n / kQKK; ++b, p += kIq4xsBytes) {
+        const float d = load_f16(p);
+        const uint8_t* qs = p + kquant::kIq4xsQsOffset;
+        for (int g = 0; g < 8; ++g, y += kQK, qs += kQK / 2) {
+          const float dl = d * static_cast<float>(iq4xs_scale(g, p) - 32);
+          for (int j = 0; j < kQK / 2; ++j) {
+            y[j] = dl * static_cast<float>(kIq4nlValues[qs[j] & 0xF]);
+            y[j + kQK / 2] = dl * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
+          }
+        }
+      }
+      return;
     default: unsupported("dequantize_row", t);
   }
 }
@@ -327,7 +358,8 @@ bool avx2_dtype(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
     case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q2_K: case DType::Q3_K:
-    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: case DType::IQ4_NL:
+    case DType::IQ4_XS: return true;
     default: return false;
   }
 }

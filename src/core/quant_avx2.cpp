@@ -15,7 +15,7 @@ namespace medtune {
 namespace {
 
 constexpr int64_t kQK = 32;    // legacy block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1)
-constexpr int64_t kQKK = 256;  // k-quant super-block (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)
+constexpr int64_t kQKK = 256;  // k-quant super-block (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS)
 constexpr int64_t kQ8_0Bytes = 34;
 constexpr int64_t kQ4_0Bytes = 18;
 constexpr int64_t kQ4_1Bytes = 20;
@@ -186,6 +186,25 @@ template <> struct BlockOf<DType::Q5_1> { static constexpr int64_t elems = kQK, 
 template <> struct BlockOf<DType::Q5_K> { static constexpr int64_t elems = kQKK, bytes = kQ5_KBytes; };
 template <> struct BlockOf<DType::Q2_K> { static constexpr int64_t elems = kQKK, bytes = kquant::kQ2KBytes; };
 template <> struct BlockOf<DType::Q3_K> { static constexpr int64_t elems = kQKK, bytes = kquant::kQ3KBytes; };
+template <> struct BlockOf<DType::IQ4_NL> { static constexpr int64_t elems = kQK, bytes = kquant::kIq4nlBytes; };
+template <> struct BlockOf<DType::IQ4_XS> { static constexpr int64_t elems = kQKK, bytes = kquant::kIq4xsBytes; };
+
+// IQ4_NL's and IQ4_XS's 16 bytes of nibbles -> their 32 table values (kquant::kIq4nlValues),
+// elements 0..15 from the low nibbles, 16..31 from the high ones.
+inline Block32 iq4_values(const uint8_t* qs) {
+  const __m128i table =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kquant::kIq4nlValues));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(b, m4));
+  const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+  Block32 v;
+  v.v[0] = i8x8_to_ps(lo);
+  v.v[1] = i8x8_to_ps(hi64(lo));
+  v.v[2] = i8x8_to_ps(hi);
+  v.v[3] = i8x8_to_ps(hi64(hi));
+  return v;
+}
 
 template <DType T, typename Emit>
 inline void decode_block(const uint8_t* p, Emit&& emit) {
@@ -206,6 +225,17 @@ inline void decode_block(const uint8_t* p, Emit&& emit) {
     const __m256 d = _mm256_set1_ps(load_f16_fast(p));
     const Block32 q = q5_values(p + 2, p + 6, true);
     for (int k = 0; k < 4; ++k) emit(8 * k, _mm256_mul_ps(q.v[k], d));
+  } else if constexpr (T == DType::IQ4_NL) {
+    const __m256 d = _mm256_set1_ps(load_f16_fast(p));
+    const Block32 q = iq4_values(p + 2);
+    for (int k = 0; k < 4; ++k) emit(8 * k, _mm256_mul_ps(q.v[k], d));
+  } else if constexpr (T == DType::IQ4_XS) {
+    const float d = load_f16_fast(p);
+    for (int g = 0; g < 8; ++g) {
+      const __m256 dl = _mm256_set1_ps(d * static_cast<float>(kquant::iq4xs_scale(g, p) - 32));
+      const Block32 q = iq4_values(p + kquant::kIq4xsQsOffset + 16 * g);
+      for (int k = 0; k < 4; ++k) emit(32 * g + 8 * k, _mm256_mul_ps(q.v[k], dl));
+    }
   } else if constexpr (T == DType::Q5_1) {
     const __m256 d = _mm256_set1_ps(load_f16_fast(p));
     const __m256 m = _mm256_set1_ps(load_f16_fast(p + 2));
@@ -394,6 +424,8 @@ void quant_detail::dequantize_row_avx2(DType t, const uint8_t* p, float* y, int6
     case DType::Q5_K: return dequantize_blocks<DType::Q5_K>(p, y, n);
     case DType::Q2_K: return dequantize_blocks<DType::Q2_K>(p, y, n);
     case DType::Q3_K: return dequantize_blocks<DType::Q3_K>(p, y, n);
+    case DType::IQ4_NL: return dequantize_blocks<DType::IQ4_NL>(p, y, n);
+    case DType::IQ4_XS: return dequantize_blocks<DType::IQ4_XS>(p, y, n);
     default: quant_detail::dequantize_row_scalar(t, p, y, n);  // F32: a copy
   }
 }
@@ -411,6 +443,8 @@ bool quant_detail::dot_lanes8_avx2(DType t, const uint8_t* w, int64_t row_bytes,
     case DType::Q5_K: lanes_rows<DType::Q5_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
     case DType::Q2_K: lanes_rows<DType::Q2_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
     case DType::Q3_K: lanes_rows<DType::Q3_K>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::IQ4_NL: lanes_rows<DType::IQ4_NL>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
+    case DType::IQ4_XS: lanes_rows<DType::IQ4_XS>(w, row_bytes, nrows, x, ntok, n, lanes); return true;
     default: return false;
   }
 }
@@ -480,12 +514,13 @@ inline bool finite_scales(const uint8_t* p) {
   else if constexpr (T == DType::Q4_1 || T == DType::Q4_K || T == DType::Q5_1 || T == DType::Q5_K)
     return finite(p) && finite(p + 2);
   else
-    return finite(p);  // Q8_0, Q4_0, Q5_0
+    return finite(p);  // Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS
 }
 
 // A quantized row through decode_block: its exact values (dequantize_row's), each rounded to bf16
 // first where kBf16, times x; four 8-lane accumulators, element i of a block into (i / 8) % 4.
-// dot_row's path for the types without a hand-scheduled loop (Q5_0, Q5_1, Q5_K) and
+// dot_row's path for the types without a hand-scheduled loop (Q5_0, Q5_1, Q5_K, Q2_K, Q3_K,
+// IQ4_NL, IQ4_XS) and
 // dot_row_bf16's for every block type. At bf16 a block with an inf or NaN scale takes the
 // rounding that keeps NaNs (the only blocks that can have them).
 template <DType T, bool kBf16>
@@ -630,6 +665,8 @@ float quant_detail::dot_row_avx2(DType t, const uint8_t* p, const float* x, int6
     case DType::Q5_K: return dot_blocks<DType::Q5_K, false>(p, x, n);
     case DType::Q2_K: return dot_blocks<DType::Q2_K, false>(p, x, n);
     case DType::Q3_K: return dot_blocks<DType::Q3_K, false>(p, x, n);
+    case DType::IQ4_NL: return dot_blocks<DType::IQ4_NL, false>(p, x, n);
+    case DType::IQ4_XS: return dot_blocks<DType::IQ4_XS, false>(p, x, n);
     default: return quant_detail::dot_row_scalar(t, p, x, n);  // throws: the caller checked
   }
 }
@@ -680,6 +717,10 @@ float quant_detail::dot_row_bf16_avx2(DType t, const uint8_t* p, const float* x,
       return dot_blocks<DType::Q2_K, true>(p, x, n);
     case DType::Q3_K:
       return dot_blocks<DType::Q3_K, true>(p, x, n);
+    case DType::IQ4_NL:
+      return dot_blocks<DType::IQ4_NL, true>(p, x, n);
+    case DType::IQ4_XS:
+      return dot_blocks<DType::IQ4_XS, true>(p, x, n);
     default:
       return quant_detail::dot_row_bf16_scalar(t, p, x, n);  // throws: the caller checked
   }

@@ -1,9 +1,9 @@
-// Element i of a run of ggml blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) or medtune
-// NF4 row blocks, decoded on its own: the per-element form of medtune::dequantize_row that GPU
-// kernels need (one thread per output element, gpu/decode.h). Plain C++ with no GPU header, so the
-// same functions compile for the host too: tests/unit/core/test_block_decode.cpp runs them on the
-// CPU against dequantize_row over every element, which checks the indexing of the kernels on
-// machines without a GPU.
+// Element i of a run of ggml blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_NL, IQ4_XS) or medtune NF4 row blocks, decoded on its own: the per-element form of
+// medtune::dequantize_row that GPU kernels need (one thread per output element, gpu/decode.h).
+// Plain C++ with no GPU header, so the same functions compile for the host too:
+// tests/unit/core/test_block_decode.cpp runs them on the CPU against dequantize_row over every
+// element, which checks the indexing of the kernels on machines without a GPU.
 //
 // The two conversions a device and the host do differently are parameters: to_f32(u16 half bits)
 // and u32_to_f32(bits). Bit-exact with the CPU for the reason core/quant.cpp gives: every product
@@ -28,6 +28,11 @@
 //        qs[32h + l] at 2j, sub-block s = k / 16 with sc, m the nibbles of scales[s]. x = (d·sc)·q − dmin·m
 //   Q3_K 110 B / 256: hmask[32] | qs[64] | scales[12] | d f16; q as Q2_K's minus 4 unless bit k / 32
 //        of hmask[l] is set; 6-bit scales (core/kquant_layout.h q3k_scale) stored + 32.  x = (d·(sc − 32))·q
+//   IQ4_NL 18 B / 32: d f16 | qs[16], nibbles as Q4_0                  x = table[q]·d
+//   IQ4_XS 136 B / 256: d f16 | scales_h u16 | scales_l[4] | qs[128]; group g of 32: 6-bit scale
+//        (low 4 bits: nibble g % 2 of scales_l[g / 2]; top 2: bits 2g of scales_h) stored + 32,
+//        nibbles qs[16g ..] as IQ4_NL's.                           x = (d·(sc − 32))·table[q]
+//        table: ggml's kvalues_iq4nl (|value| <= 127), so both products are exact.
 //   NF4   36 B / 64: f32 absmax | 32 bytes, element 2k in the HIGH nibble of byte k.  x = code[q]·absmax
 #pragma once
 
@@ -44,6 +49,16 @@ inline constexpr int64_t kQ8_0Bytes = 34, kQ4_0Bytes = 18, kQ4_1Bytes = 20;
 inline constexpr int64_t kQ5_0Bytes = 22, kQ5_1Bytes = 24;
 inline constexpr int64_t kQ4_KBytes = 144, kQ5_KBytes = 176, kQ6_KBytes = 210, kNf4Bytes = 36;
 inline constexpr int64_t kQ2_KBytes = 84, kQ3_KBytes = 110;
+inline constexpr int64_t kIq4_NLBytes = 18, kIq4_XSBytes = 136;
+
+// ggml's kvalues_iq4nl (core/kquant_layout.h kIq4nlValues, which test_block_decode compares),
+// packed 8 to a uint64 so that device code reads no table from memory: value q is byte q % 8 of
+// kIq4nlLow (q < 8) or kIq4nlHigh, as int8.
+inline constexpr uint64_t kIq4nlLow = 0xf6eaddcfbfad9881ULL, kIq4nlHigh = 0x7159453526190d01ULL;
+MEDTUNE_HOST_DEVICE inline int iq4nl_value(int q) {
+  const uint64_t w = q < 8 ? kIq4nlLow : kIq4nlHigh;
+  return static_cast<int8_t>(static_cast<uint8_t>(w >> (8 * (q % 8))));
+}
 
 MEDTUNE_HOST_DEVICE inline uint16_t load_u16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (p[1] << 8));
@@ -165,6 +180,29 @@ MEDTUNE_HOST_DEVICE inline float q3_k(const uint8_t* src, int64_t i, F16 to_f32)
   const int hi = (scales[8 + s % 4] >> (2 * (s / 4))) & 3;
   const float dl = to_f32(load_u16(blk + 108)) * static_cast<float>((lo | hi << 4) - 32);
   return dl * static_cast<float>(q);
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float iq4_nl(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQK) * kIq4_NLBytes;
+  const int j = static_cast<int>(i % kQK);
+  const int q = j < kQK / 2 ? (blk[2 + j] & 0xF) : (blk[2 + j - kQK / 2] >> 4);
+  return static_cast<float>(iq4nl_value(q)) * to_f32(load_u16(blk));
+}
+
+MEDTUNE_NO_EXEC_CHECK
+template <typename F16>
+MEDTUNE_HOST_DEVICE inline float iq4_xs(const uint8_t* src, int64_t i, F16 to_f32) {
+  const uint8_t* blk = src + (i / kQKK) * kIq4_XSBytes;
+  const int k = static_cast<int>(i % kQKK);
+  const int g = k / kQK, l = k % kQK;
+  const uint8_t byte = blk[8 + 16 * g + l % 16];
+  const int q = l < 16 ? (byte & 0xF) : (byte >> 4);
+  const int scale =
+      ((blk[4 + g / 2] >> (4 * (g % 2))) & 0xF) | (((load_u16(blk + 2) >> (2 * g)) & 3) << 4);
+  const float dl = to_f32(load_u16(blk)) * static_cast<float>(scale - 32);
+  return dl * static_cast<float>(iq4nl_value(q));
 }
 
 MEDTUNE_NO_EXEC_CHECK

@@ -12,6 +12,7 @@
 //   Q4_K/Q5_K  x = (d·sc)·q − dmin·m: every product exact (≤ 22 bits), one rounding at the end;
 //   Q2_K       the same with 4-bit sc, m and 2-bit q; Q3_K x = (d·sc)·q, 6-bit sc, 3-bit q: exact;
 //   Q6_K       x = (d·sc)·(q − 32): d·sc exact, one rounding, no add;
+//   IQ4_NL     x = table[q]·d, IQ4_XS x = (d·(sc − 32))·table[q]: |table| <= 127, exact;
 //   NF4        x = code[q]·absmax: one fp32 product, one rounding.
 // So any order and any contraction give the CPU's bits (src/core/quant.cpp states the same).
 // Bytes are read as bytes (little-endian): no alignment beyond a byte is assumed of src.
@@ -63,6 +64,8 @@ void dispatch(DType t, F&& f) {
     case DType::Q5_K: f(TypeTag<DType::Q5_K>{}); break;
     case DType::Q2_K: f(TypeTag<DType::Q2_K>{}); break;
     case DType::Q3_K: f(TypeTag<DType::Q3_K>{}); break;
+    case DType::IQ4_NL: f(TypeTag<DType::IQ4_NL>{}); break;
+    case DType::IQ4_XS: f(TypeTag<DType::IQ4_XS>{}); break;
     case DType::NF4: f(TypeTag<DType::NF4>{}); break;
     default: break;
   }
@@ -84,6 +87,8 @@ inline bool supported(DType t) {
     case DType::Q5_K:
     case DType::Q2_K:
     case DType::Q3_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
     case DType::NF4:
       return true;
     default:
@@ -129,6 +134,10 @@ __device__ inline float decode(const uint8_t* src, int64_t i, const Nf4Code& cod
     return block_decode::q2_k(src, i, DeviceF16{});
   } else if constexpr (T == DType::Q3_K) {
     return block_decode::q3_k(src, i, DeviceF16{});
+  } else if constexpr (T == DType::IQ4_NL) {
+    return block_decode::iq4_nl(src, i, DeviceF16{});
+  } else if constexpr (T == DType::IQ4_XS) {
+    return block_decode::iq4_xs(src, i, DeviceF16{});
   } else {
     static_assert(T == DType::NF4, "decode<T>: no device decode for this type");
     return block_decode::nf4(src, i, code.v, DeviceU32{});

@@ -543,8 +543,8 @@ class GpuBackend final : public Backend {
     if (!gpu::dequantize_supported(t))
       throw BadInput(std::string(what) + " is stored as " + std::string(dtype_name(t)) +
                      ", which the GPU backend cannot read (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                     "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and NF4 are supported); convert the model "
-                     "or use --device cpu");
+                     "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and NF4 are supported); "
+                     "convert the model or use --device cpu");
   }
   const uint8_t* matrix(const ops::StoredMatrix& m) {
     return static_cast<const uint8_t*>(resident(m.data, static_cast<size_t>(m.rows * m.row_bytes())));

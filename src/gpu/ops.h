@@ -96,8 +96,8 @@ double sum_squares(const float* x, int64_t n, double init, const Stream& stream)
 // ---- dequantization to fp32 (medtune::dequantize_row; nf4::dequantize_blocks for NF4)
 // src: n elements of type t, laid out as on the CPU (ggml blocks; NF4 = medtune's row blocks: f32
 // absmax | 32 bytes per 64 values, first element in the high nibble). n a multiple of the block.
-// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, NF4
-// (bit-exact with the CPU); Internal otherwise.
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+// IQ4_XS, NF4 (bit-exact with the CPU); Internal otherwise.
 void dequantize(DType t, const void* src, float* dst, int64_t n, const Stream& stream);
 bool dequantize_supported(DType t);
 

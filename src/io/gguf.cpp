@@ -101,8 +101,8 @@ constexpr GgmlType kGgmlTypes[] = {
     {14, "Q6_K", true, DType::Q6_K},    {15, "Q8_K", false, DType::F32},
     {16, "IQ2_XXS", false, DType::F32}, {17, "IQ2_XS", false, DType::F32},
     {18, "IQ3_XXS", false, DType::F32}, {19, "IQ1_S", false, DType::F32},
-    {20, "IQ4_NL", false, DType::F32},  {21, "IQ3_S", false, DType::F32},
-    {22, "IQ2_S", false, DType::F32},   {23, "IQ4_XS", false, DType::F32},
+    {20, "IQ4_NL", true, DType::IQ4_NL},  {21, "IQ3_S", false, DType::F32},
+    {22, "IQ2_S", false, DType::F32},   {23, "IQ4_XS", true, DType::IQ4_XS},
     {24, "I8", false, DType::F32},      {25, "I16", false, DType::F32},
     {26, "I32", false, DType::F32},     {27, "I64", false, DType::F32},
     {28, "F64", false, DType::F32},     {29, "IQ1_M", false, DType::F32},
@@ -393,7 +393,7 @@ GgufFile GgufFile::parse(std::shared_ptr<MappedFile> file) {
       throw BadInput(path + ": " + ctx + ": ggml type " + std::to_string(type_id) +
                      (gt ? std::string(" (") + gt->name + ")" : std::string(" (unknown)")) +
                      " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
-                     "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
+                     "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
     }
     const DType dt = gt->dtype;
     const int64_t block = dtype_block_elems(dt);

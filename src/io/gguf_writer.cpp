@@ -26,6 +26,8 @@ uint32_t ggml_type_id(DType t) {
     case DType::Q8_0: return 8;
     case DType::Q2_K: return 10;
     case DType::Q3_K: return 11;
+    case DType::IQ4_NL: return 20;
+    case DType::IQ4_XS: return 23;
     case DType::Q4_K: return 12;
     case DType::Q5_K: return 13;
     case DType::Q6_K: return 14;

@@ -25,7 +25,8 @@ bool is_matrix_dtype(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
     case DType::Q4_1: case DType::Q4_K: case DType::Q6_K: case DType::Q5_0: case DType::Q5_1:
-    case DType::Q5_K: case DType::Q2_K: case DType::Q3_K: case DType::NF4: return true;
+    case DType::Q5_K: case DType::Q2_K: case DType::Q3_K: case DType::IQ4_NL: case DType::IQ4_XS:
+    case DType::NF4: return true;
     default: return false;
   }
 }
@@ -35,7 +36,7 @@ ops::StoredMatrix matrix(const io::Checkpoint& ckpt, const std::string& name) {
   if (t.shape.size() != 2) throw BadInput(ckpt.path + ": tensor '" + name + "' is not a matrix");
   if (!is_matrix_dtype(t.dtype))
     throw BadInput(ckpt.path + ": tensor '" + name + "' has dtype " + std::string(dtype_name(t.dtype)) +
-                   ", which medtune cannot use as a weight (supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K)");
+                   ", which medtune cannot use as a weight (supported: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS)");
   if (t.shape[1] % dtype_block_elems(t.dtype) != 0)
     throw BadInput(ckpt.path + ": tensor '" + name + "' rows are not whole quantization blocks");
   return ops::StoredMatrix{t.dtype, t.shape[0], t.shape[1], t.data};

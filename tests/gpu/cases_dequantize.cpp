@@ -38,7 +38,8 @@ void register_dequantize_cases(Registry& r) {
     add_case(r, t, 1001, true);
   }
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,
-                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                  DType::IQ4_XS}) {
     const int64_t blk = dtype_block_elems(t);  // 32, or 256 for the k-quants
     add_case(r, t, blk, true);
     add_case(r, t, blk * 37, true);

@@ -150,7 +150,7 @@ void register_embedding_cases(Registry& r) {
   add_case(r, 512, 576, 49152, 0, false);  // SmolLM2-135M: C = 576, V = 49152
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                   DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K, DType::NF4}) {
+                  DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::NF4}) {
     const int64_t blk = dtype_block_elems(t);  // 1, 32, 64 or 256
     add_rows_case(r, t, 1, blk, 1, 0, true);
     add_rows_case(r, t, 7, blk == 1 ? 33 : 3 * blk, 37, 2, true);

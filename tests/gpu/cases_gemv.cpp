@@ -220,7 +220,7 @@ void register_gemv_cases(Registry& r) {
   const DType kStored[] = {DType::F32,  DType::F16,  DType::Q8_0, DType::Q4_0,
                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,
                            DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                           DType::NF4};
+                           DType::IQ4_NL, DType::IQ4_XS, DType::NF4};
   for (const DType t : kStored) {
     add_stored_case(r, t, 1, 37, 256, true);
     add_stored_case(r, t, 8, 5, 512, true);

@@ -138,6 +138,8 @@ std::vector<uint8_t> random_stored(DType t, int64_t n, uint64_t seed) {
     case DType::Q8_0:
     case DType::Q4_0:
     case DType::Q5_0:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:  // d first
       for (size_t i = 0; i < b.size(); i += static_cast<size_t>(dtype_block_bytes(t)))
         put_u16(&b[i], finite_f16(get_u16(&b[i])));
       break;

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "core/half.h"
+#include "core/kquant_layout.h"
 #include "core/nf4.h"
 #include "core/quant.h"
 #include "gpu/block_decode.h"
@@ -51,6 +52,8 @@ float decode(DType t, const uint8_t* src, int64_t i) {
     case DType::Q5_K: return block_decode::q5_k(src, i, HostF16{});
     case DType::Q2_K: return block_decode::q2_k(src, i, HostF16{});
     case DType::Q3_K: return block_decode::q3_k(src, i, HostF16{});
+    case DType::IQ4_NL: return block_decode::iq4_nl(src, i, HostF16{});
+    case DType::IQ4_XS: return block_decode::iq4_xs(src, i, HostF16{});
     case DType::NF4: return block_decode::nf4(src, i, nf4::kCode.data(), HostU32{});
     default: ADD_FAILURE() << "no block decode for " << dtype_name(t); return 0.0f;
   }
@@ -100,7 +103,9 @@ std::vector<uint8_t> random_blocks(DType t, int64_t n, uint64_t seed) {
     switch (t) {
       case DType::Q8_0:
       case DType::Q4_0:
-      case DType::Q5_0: make_f16_finite(&b[at]); break;
+      case DType::Q5_0:
+      case DType::IQ4_NL:
+      case DType::IQ4_XS: make_f16_finite(&b[at]); break;
       case DType::Q4_1:
       case DType::Q5_1:
       case DType::Q4_K:
@@ -119,8 +124,9 @@ std::vector<uint8_t> random_blocks(DType t, int64_t n, uint64_t seed) {
   return b;
 }
 
-const DType kGgmlTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                            DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kGgmlTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                            DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                            DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 }  // namespace
 
@@ -145,6 +151,12 @@ TEST(BlockDecode, EqualsDequantizeRowOnRandomBlocks) {
   }
 }
 
+// The device's packed copy of ggml's IQ4_NL table is the host's.
+TEST(BlockDecode, Iq4nlTableIsTheHosts) {
+  for (int q = 0; q < 16; ++q)
+    EXPECT_EQ(block_decode::iq4nl_value(q), kquant::kIq4nlValues[q]) << q;
+}
+
 TEST(BlockDecode, Nf4EqualsTheCpuRowBlocks) {
   constexpr int64_t kN = nf4::kBlock * 37;
   const std::vector<uint8_t> blocks = random_blocks(DType::NF4, kN, 77);
@@ -157,11 +169,14 @@ TEST(BlockDecode, Nf4EqualsTheCpuRowBlocks) {
 // k-quant is caught (one flipped bit in a scale byte of the second super-block changes elements).
 TEST(BlockDecode, DetectsAChangedScaleInALaterSuperBlock) {
   constexpr int64_t kN = 512;
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     std::vector<uint8_t> blocks = random_blocks(t, kN, 5);
     std::vector<float> want(static_cast<size_t>(kN));
     quant_detail::dequantize_row_scalar(t, blocks.data(), want.data(), kN);
-    const size_t at = t == DType::Q6_K ? 192 : t == DType::Q2_K ? 0 : t == DType::Q3_K ? 96 : 4;
+    const size_t at = t == DType::Q6_K   ? 192
+                      : t == DType::Q2_K ? 0
+                      : t == DType::Q3_K ? 96
+                                         : 4;  // Q4_K, Q5_K; IQ4_XS's scales_l
     const size_t scale_byte = static_cast<size_t>(dtype_block_bytes(t)) + at;
     blocks[scale_byte] ^= 1;  // sub-block 0's scale of the second super-block
     int differ = 0;

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/kquant_layout.h"
 #include "core/quant.h"
 #include "core/cpu_features.h"
 
@@ -56,9 +57,9 @@ Fixture load(DType t) {
   return fx;
 }
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
-                        DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,
+                        DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 // Index of the first float whose bits differ, or -1.
 int64_t first_mismatch(const float* a, const float* b, int64_t n) {
@@ -264,8 +265,14 @@ TEST(QuantExactness, ScaleTimesQuantIsExactInFp32) {
       for (int q = 1; q < 32; ++q)
         ASSERT_EQ(static_cast<double>(ds * static_cast<float>(q)), d * sc * q);
     }
-    for (int q = -128; q < 128; ++q)  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
+    for (int q = -128; q < 128; ++q)  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
       ASSERT_EQ(static_cast<double>(static_cast<float>(d) * static_cast<float>(q)), d * q);
+    // IQ4_XS: d*(sc - 32), |sc - 32| <= 32 (exact above), then times a table value (|v| <= 127).
+    for (int sc = 0; sc <= 32; ++sc) {
+      const float ds = static_cast<float>(d) * static_cast<float>(sc);
+      for (const int8_t v : kquant::kIq4nlValues)
+        ASSERT_EQ(static_cast<double>(ds * static_cast<float>(v)), d * sc * v);
+    }
   }
 }
 

@@ -160,7 +160,8 @@ TEST(Gguf, EveryTypeDequantizesLikeGgufPy) {
       {"F32", DType::F32},   {"F16", DType::F16},   {"BF16", DType::BF16}, {"Q8_0", DType::Q8_0},
       {"Q4_0", DType::Q4_0}, {"Q4_1", DType::Q4_1}, {"Q4_K", DType::Q4_K}, {"Q6_K", DType::Q6_K},
       {"Q5_0", DType::Q5_0}, {"Q5_1", DType::Q5_1}, {"Q5_K", DType::Q5_K},
-      {"Q2_K", DType::Q2_K}, {"Q3_K", DType::Q3_K}};
+      {"Q2_K", DType::Q2_K}, {"Q3_K", DType::Q3_K}, {"IQ4_NL", DType::IQ4_NL},
+      {"IQ4_XS", DType::IQ4_XS}};
   for (const auto& [name, dt] : types) {
     SCOPED_TRACE(name);
     const RawTensor& t = g.tensors().at(std::string("t.") + name);
@@ -224,7 +225,7 @@ TEST(GgufBroken, EachNamesTheFileAndTheCulprit) {
   expect_bad_file("bad_unknown_type.gguf",
                   {"tensor 'blk.0.attn_output.weight'", "ggml type 99 (unknown)"});
   expect_bad_file("bad_unsupported_type.gguf",
-                  {"tensor 'blk.0.attn_output.weight'", "ggml type 23 (IQ4_XS) is not supported"});
+                  {"tensor 'blk.0.attn_output.weight'", "ggml type 16 (IQ2_XXS) is not supported"});
   expect_bad_file("bad_ndims.gguf", {"tensor 'output_norm.weight'", "n_dims = 5"});
   expect_bad_file("bad_block.gguf",
                   {"tensor 'token_embd.weight'", "ne[0] = 48", "Q8_0 block size 32"});

@@ -53,7 +53,8 @@ TEST(LinearBatchInvariant, EachRowIsTheSameWhateverN) {
   // quantized rows are decoded in registers (core/quant.h dot_lanes8), above into a buffer: the
   // comparison of N = 1 with N >= 5 checks that the two give the same bits.
   for (DType t : {DType::F32, DType::F16, DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K,
-                  DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q2_K, DType::Q3_K}) {
+                  DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q2_K, DType::Q3_K, DType::IQ4_NL,
+                  DType::IQ4_XS}) {
     const int64_t R = 100, K = t == DType::F32 ? 580 : dtype_block_elems(t) == 256 ? 768 : 576;
     const std::vector<uint8_t> wb = stored(t, R, K, 1);
     const StoredMatrix w{t, R, K, wb.data()};
