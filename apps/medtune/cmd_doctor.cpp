@@ -80,15 +80,15 @@ json simd_levels() {
       {"fp32 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS F16 BF16 weights",
        fp32_quant},
       {"fp32 NF4 weights", isa >= Isa::kAvx2 ? "avx2" : "scalar"},
-      {"int8 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q3_K Q4_K Q5_K Q6_K NF4 weights",
+      {"int8 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS NF4 weights",
        std::string(isa_name(int8::kernel_isa())) + " (int8 dot products; NF4 levels rounded to int8)"},
-      {"int8 prompts and scoring (16+ tokens), Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q3_K Q4_K Q5_K Q6_K NF4 weights",
+      {"int8 prompts and scoring (16+ tokens), Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS NF4 weights",
        !int8::gemm_available()                 ? "the int8 dot products above (the GEMM needs AVX2)"
        : int8::gemm_isa() == Isa::kAvx512Vnni ? "avx512vnni GEMM (16 tokens x 8 rows per tile)"
        : int8::gemm_isa() == Isa::kAvxVnni
            ? "avxvnni GEMM (16 tokens x 3 rows per tile; never yet run on such a CPU)"
            : "avx2 GEMM (16 tokens x 3 rows per tile)"},
-      {"int8 F16 BF16 F32 Q2_K IQ4_NL IQ4_XS weights", "fp32 path (no int8 kernel)"},
+      {"int8 F16 BF16 F32 Q2_K weights", "fp32 path (no int8 kernel)"},
       {"int8 attention (fixed order, half KV cache)", ops::fixed_order_attention_kernel()},
       {"bf16 all weights", ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn
                                ? ops::onednn::kernel_name() + " (native bf16 dot products)"
@@ -110,7 +110,7 @@ json simd_levels() {
           {"precision_auto",
            {{"eval train medtune-parity", backend::precision_name(backend::parse_precision("auto", {}, "auto"))},
             {"generate serve", backend::parse_inference_precision("auto", {}, true, "auto") == backend::Precision::kInt8
-                                   ? "int8 on a Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/NF4 base, else fp32"
+                                   ? "int8 on a Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/NF4 base, else fp32"
                                    : "fp32 (the int8 kernels here are the scalar reference)"}}}};
 }
 

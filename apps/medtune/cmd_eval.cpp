@@ -350,7 +350,7 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", a->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")
       ->capture_default_str();
-  cmd->add_option("--precision", a->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; int8: CPU, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/NF4 weights)")
+  cmd->add_option("--precision", a->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; int8: CPU, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/NF4 weights)")
       ->capture_default_str();
   CLI::Option* out = cmd->add_option("--out", a->out,
                                      "Directory for report.json, report.html, predictions.jsonl "

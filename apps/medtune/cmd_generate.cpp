@@ -76,7 +76,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", args->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")
       ->capture_default_str();
-  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; on the CPU int8 when the base is Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/NF4 and the CPU has AVX2, else fp32)")
+  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; on the CPU int8 when the base is Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/NF4 and the CPU has AVX2, else fp32)")
       ->capture_default_str();
   cmd->add_option("-n,--max-new-tokens", args->max_new_tokens, "Tokens to generate at most (capped by the context length)")->check(integer_in(1));
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy (default)")->check(number_in(0, 100));

@@ -98,7 +98,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--ssl-key-file", args->tls_key, "PEM private key of --ssl-cert-file");
   cmd->add_option("--base-quant", args->base_quant, "Quantize the base's block linears at load: none | nf4")->capture_default_str();
   cmd->add_option("--device", args->device, "Where to compute: cpu | gpu | gpu:N (a GPU build; docs/gpu.md)")->capture_default_str();
-  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; on the CPU int8 when the base is Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/NF4 and the CPU has AVX2, else fp32)")->capture_default_str();
+  cmd->add_option("--precision", args->precision, "Linear layers' arithmetic: fp32 | bf16 | int8 | auto (bf16 on a GPU; on the CPU int8 when the base is Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/NF4 and the CPU has AVX2, else fp32)")->capture_default_str();
   cmd->add_flag("-q,--quiet", args->quiet, "No per-request log lines on stderr");
   cmd->callback([args] {
     // Before any thread exists, so that every thread inherits the mask: SIGTERM/SIGINT are taken

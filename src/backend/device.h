@@ -26,7 +26,7 @@ Device parse_device(const std::string& s, const std::string& what);
 //         CPU with AVX512-BF16 or AMX, widened SGEMM on other CPUs); adapters, gradients and
 //         optimizer state stay fp32.
 //   int8  CPU inference on quantized bases: activations quantized per block of 32 to int8 and
-//         integer dot products against Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/NF4 weights
+//         integer dot products against Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q3_K/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/NF4 weights
 //         (core/quant_int8.h); weights of other dtypes, and every other op, stay fp32. Not for
 //         training (no backward).
 enum class Precision { kFp32, kBf16, kInt8 };

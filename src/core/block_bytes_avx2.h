@@ -11,6 +11,7 @@
 //   q is 0..31 in every case. ggml's dequantize_row_q5_{0,1,K} read the bits so.
 //   Q6_K 210 B: as core/kquant_layout.h says (q6k_value): group g of half h, q - 32 in -32..31.
 //   Q3_K 110 B: as core/kquant_layout.h says: group k of 32, q in -4..3.
+//   IQ4_NL, IQ4_XS: as core/kquant_layout.h says: nibbles indexing kIq4nlValues.
 // core/quant.cpp is the scalar reference; tests/fixtures/quant holds gguf-py's blocks.
 // Internal linkage for kquant_layout.h's reason: the files that include this are compiled with
 // different -m flags. Needs AVX2.
@@ -89,6 +90,17 @@ inline __m256i q3k_values(const uint8_t* blk, int k) {
   const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
   return _mm256_sub_epi8(q2, _mm256_andnot_si256(set, _mm256_set1_epi8(4)));
+}
+
+// IQ4_NL / IQ4_XS: 16 bytes of nibbles (element e < 16 the low nibble of qs[e], e >= 16 the high
+// nibble of qs[e - 16]) -> their 32 signed table values kquant::kIq4nlValues[q] (|w| <= 127).
+inline __m256i iq4_values(const uint8_t* qs) {
+  const __m256i table = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kquant::kIq4nlValues)));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  return _mm256_shuffle_epi8(
+      table, _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4)));
 }
 
 }  // namespace

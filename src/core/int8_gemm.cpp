@@ -147,7 +147,8 @@ void run_kernel(Kernel k, DType t, const uint8_t* w, int64_t row_bytes, int64_t 
   if (!gemm_supports(t))
     throw Internal("int8 gemm: no GEMM kernel for " + std::string(dtype_name(t)));
   const int64_t nb = x.nb;
-  const bool k_quant = t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+  const bool k_quant = t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
+                       t == DType::Q6_K || t == DType::IQ4_XS;
   if ((k_quant && nb % 8 != 0) || (t == DType::NF4 && nb % 2 != 0))
     throw Internal("int8 gemm: " + std::string(dtype_name(t)) + " rows of " + std::to_string(nb) +
                    " blocks of 32 do not hold whole blocks of the type");

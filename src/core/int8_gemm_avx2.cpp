@@ -10,7 +10,8 @@
 //     sum is at most 2 * 15 * 127 = 3810, so the 8 groups of a block are summed in int16
 //     (8 * 3810 = 30480 < 2^15) and widened once per block: two instructions per 32 products.
 //     Q4_0's w = u - 8: its -8 * sum(q) is the packed -128 * sum(q) shifted right by 4 (exact).
-//   - signed types (Q8_0, NF4, and the 5-bit Q5_0, Q5_1, Q5_K): |w| as the unsigned operand and
+//   - signed types (Q8_0, NF4, IQ4_NL, IQ4_XS (|w| <= 127), the 5-bit Q5_0, Q5_1, Q5_K, and
+//     Q6_K, Q3_K with their scales): |w| as the unsigned operand and
 //     w's sign moved onto the tokens' bytes (vpsignb), as llama.cpp does; a pair sum is at most
 //     2 * 128 * 127 = 32512, so each is widened at once. |q| <= 127 (quantize_activations), so
 //     negating a token byte never wraps. The 5-bit types' unsigned q (0..31; Q5_0's w = q - 16)

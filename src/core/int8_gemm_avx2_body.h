@@ -27,7 +27,7 @@ Form form_of(DType t) {
   if (t == DType::Q4_0) return Form::kNibbleMinus8;
   if (t == DType::Q4_1 || t == DType::Q4_K) return Form::kNibble;
   if (t == DType::Q6_K || t == DType::Q3_K) return Form::kSignedScaled;
-  return Form::kSigned;  // Q8_0, NF4, Q5_0, and Q5_1 and Q5_K with their mins
+  return Form::kSigned;  // Q8_0, NF4, Q5_0, IQ4_NL, IQ4_XS, and Q5_1 and Q5_K with their mins
 }
 
 // Groups [G0, G1) of the R rows at block cell c0 against the TV token vectors at qb, added into

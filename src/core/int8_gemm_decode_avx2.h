@@ -4,9 +4,9 @@
 // forms:
 //   kPlus128 = false (the 256-bit kernels; int8_gemm_avx2.cpp says why each type takes its form):
 //     - nibble types (Q4_0, Q4_1, Q4_K): the raw nibble u in 0..15 (Q4_0's kernel removes the 8);
-//     - signed types (Q8_0, Q5_0, Q5_1, Q5_K, Q6_K, Q3_K, NF4): the integer w of the scalar
-//       reference (int8::weight_block) itself; the kernel takes |w| and moves w's sign onto the
-//       tokens' bytes.
+//     - signed types (Q8_0, Q5_0, Q5_1, Q5_K, Q6_K, Q3_K, IQ4_NL, IQ4_XS, NF4): the integer w of
+//       the scalar reference (int8::weight_block) itself; the kernel takes |w| and moves w's sign
+//       onto the tokens' bytes.
 //   kPlus128 = true (AVX-512): w + 128 for every type (0..255, as vpdpbusd's unsigned operand);
 //     the kernel removes 128 * sum(q) per block. Q4_0's w + 128 is its nibble + 120; for the
 //     others it is the form above plus 128 (a nibble, or a 5-bit q, is its own w there).
@@ -150,6 +150,24 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
           scales16[2 * b * nrows + 1] =
               kquant::q3k_scale(2 * k + 1, blk + kquant::kQ3KScaleOffset) - 32;
           store(b, block_bytes::q3k_values(blk, k));
+        }
+      }
+      return;
+    case DType::IQ4_NL:  // w = the table value
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = row + kquant::kIq4nlBytes * b;
+        d[b * nrows] = decode_f16(blk);
+        store(b, block_bytes::iq4_values(blk + 2));
+      }
+      return;
+    case DType::IQ4_XS:  // group k of 32: w = the table value, d * (scale - 32)
+      for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = row + kquant::kIq4xsBytes * sb;
+        const float dd = decode_f16(blk);
+        for (int k = 0; k < 8; ++k) {
+          const int64_t b = 8 * sb + k;
+          d[b * nrows] = dd * static_cast<float>(kquant::iq4xs_scale(k, blk) - 32);
+          store(b, block_bytes::iq4_values(blk + kquant::kIq4xsQsOffset + 16 * k));
         }
       }
       return;

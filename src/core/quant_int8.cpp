@@ -120,6 +120,20 @@ void weight_block(DType t, const uint8_t* row, int64_t b, WeightBlock* wb) {
       for (int j = 0; j < 8; ++j) wb->lane_mul[j] = sc[j / 4];
       return;
     }
+    case DType::IQ4_NL:  // ggml's table values (kquant::kIq4nlValues), Q4_0's nibble order
+    case DType::IQ4_XS: {  // group k of 32 of a super-block: d_w = d * (scale - 32), exact
+      const bool xs = t == DType::IQ4_XS;
+      const uint8_t* blk = xs ? row + kquant::kIq4xsBytes * (b / 8) : row + kquant::kIq4nlBytes * b;
+      const int k = static_cast<int>(b % 8);
+      wb->d = load_f16(blk);
+      if (xs) wb->d *= static_cast<float>(kquant::iq4xs_scale(k, blk) - 32);
+      const uint8_t* qs = xs ? blk + kquant::kIq4xsQsOffset + 16 * k : blk + 2;
+      for (int e = 0; e < kBlock / 2; ++e) {
+        wb->w[e] = kquant::kIq4nlValues[qs[e] & 0xF];
+        wb->w[e + kBlock / 2] = kquant::kIq4nlValues[qs[e] >> 4];
+      }
+      return;
+    }
     case DType::NF4: {  // half b % 2 of block b / 2: fp32 absmax | 32 bytes, high nibble first
       const uint8_t* blk = row + nf4::kRowBlockBytes * (b / 2);
       float absmax;
@@ -164,7 +178,7 @@ int8_detail::DotRowsFn kernel_of(Isa isa) {
 bool supports(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 ||
          t == DType::Q5_1 || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K || t == DType::NF4;
+         t == DType::Q6_K || t == DType::IQ4_NL || t == DType::IQ4_XS || t == DType::NF4;
 }
 
 bool has_min(DType t) {

@@ -13,7 +13,8 @@
 //     m = -(dmin*m_k) (both products exact in fp32); Q6_K q - 32 with d_w = d and an int8
 //     scale per 16 elements, applied to the integer lane sums (s_j below); Q3_K likewise, its
 //     q in -4..3 and its 6-bit scales minus 32 (-32..31). Q2_K (a min per 16 elements) has no
-//     int8 kernel.
+//     int8 kernel. IQ4_NL: w = ggml's table value (kquant::kIq4nlValues, |w| <= 127), d_w = d;
+//     IQ4_XS by group of 32 likewise, d_w = d * (scale - 32) (exact in fp32).
 //     NF4 (DType::NF4 row blocks of 64: fp32 absmax, then 32 bytes, the first element in the
 //     high nibble) by half-block of 32: w = the level's int8 value round(kCode[code] * 127)
 //     (nf4_levels(); |w| <= 127) and d_w = absmax / 127 in fp32. Unlike the ggml types this
@@ -51,7 +52,7 @@ struct BlockQ8 {
 };
 
 // The stored types with an int8 kernel: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K,
-// NF4.
+// IQ4_NL, IQ4_XS, NF4.
 // Others (F16, BF16, F32) take the fp32 path.
 bool supports(DType t);
 // The types whose blocks add a min m_w (Q4_1, Q5_1, Q4_K, Q5_K): their dots end acc + macc.

@@ -107,8 +107,8 @@ struct BlockAcc<4> {
   }
 };
 
-// Signed weights (Q8_0, Q4_0, Q5_0, NF4): |w| as unsigned bytes, the sign moved onto the
-// activations.
+// Signed weights (Q8_0, Q4_0, Q5_0, IQ4_NL, NF4): |w| as unsigned bytes, the sign moved onto
+// the activations.
 template <int T>
 inline void accumulate_signed(__m256i w, float dw, const int8::BlockQ8* const* xb, BlockAcc<T>& acc) {
   const __m256i aw = _mm256_sign_epi8(w, w);
@@ -135,6 +135,9 @@ void dot_tile(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, flo
       accumulate_signed<T>(
           _mm256_sub_epi8(block_bytes::q5_values(blk + 2, blk + 6), _mm256_set1_epi8(16)), f16(blk),
           xb, acc);
+    } else if (t == DType::IQ4_NL) {
+      const uint8_t* blk = w + kquant::kIq4nlBytes * b;
+      accumulate_signed<T>(block_bytes::iq4_values(blk + 2), f16(blk), xb, acc);
     } else {  // Q4_1, Q5_1: unsigned weights (0..15, 0..31) go straight into the unsigned operand
       const bool five = t == DType::Q5_1;
       const uint8_t* blk = w + (five ? block_bytes::kQ5_1Bytes : 20) * b;
@@ -148,16 +151,24 @@ void dot_tile(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, flo
   acc.store(t == DType::Q4_1 || t == DType::Q5_1, y, y_stride);
 }
 
-// The K-quant types (Q4_K, Q5_K, Q6_K, Q3_K) by super-block of 256: group grp (0..7) of 32 is one
-// activation block.
+// The super-block types (Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS) by super-block of 256: group grp (0..7)
+// of 32 is one activation block.
 template <DType D>
 constexpr int64_t kSuperBytes = D == DType::Q4_K   ? kquant::kQ4KBytes
                                 : D == DType::Q5_K ? block_bytes::kQ5KBytes
                                 : D == DType::Q6_K ? kquant::kQ6KBytes
-                                                   : kquant::kQ3KBytes;
+                                : D == DType::Q3_K ? kquant::kQ3KBytes
+                                                   : kquant::kIq4xsBytes;
+
+// How a group's integer lanes are formed: Q4_K and Q5_K's unsigned q straight into dot4, each group
+// adding its min; Q6_K and Q3_K signed with two int scales per group (one per 16); IQ4_XS signed.
+template <DType D>
+constexpr bool kMinGroups = D == DType::Q4_K || D == DType::Q5_K;
+template <DType D>
+constexpr bool kScaledGroups = D == DType::Q6_K || D == DType::Q3_K;
 
 // Group grp's 32 integers: Q4_K's and Q5_K's unsigned q (0..15, 0..31; kquant_layout.h,
-// block_bytes_avx2.h), Q6_K's q - 32 and Q3_K's -4..3 (signed).
+// block_bytes_avx2.h), Q6_K's q - 32, Q3_K's -4..3 and IQ4_XS's table values (signed).
 template <DType D>
 inline __m256i group_values(const uint8_t* blk, int grp) {
   if constexpr (D == DType::Q4_K) {
@@ -169,33 +180,41 @@ inline __m256i group_values(const uint8_t* blk, int grp) {
     return block_bytes::q5k_values(blk, grp);
   } else if constexpr (D == DType::Q6_K) {
     return block_bytes::q6k_values(blk, grp / 4, grp % 4);
-  } else {
+  } else if constexpr (D == DType::Q3_K) {
     return block_bytes::q3k_values(blk, grp);
-  }
-}
-
-// Q4_K and Q5_K: sub-block j is a Q4_1-like block with scale d * sc_j and min -(dmin * m_j).
-inline void kmin_scales(const uint8_t* blk, float* ds, float* dm) {
-  const float d = f16(blk), dmin = f16(blk + 2);
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, mn;
-    kquant::q4k_scale_min(j, blk + 4, &sc, &mn);
-    ds[j] = d * static_cast<float>(sc);
-    dm[j] = -(dmin * static_cast<float>(mn));
-  }
-}
-
-// Q6_K and Q3_K: the 16 int scales of a super-block (one per 16 elements) as int8: Q6_K's stored
-// bytes, Q3_K's 6-bit values minus 32 (-32..31).
-template <DType D>
-inline __m128i scales16_of(const uint8_t* blk) {
-  if constexpr (D == DType::Q6_K) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kquant::kQ6KScaleOffset));
   } else {
+    return block_bytes::iq4_values(blk + kquant::kIq4xsQsOffset + 16 * grp);
+  }
+}
+
+// A super-block's float factors: ds[grp], each group's d_w, and (kMinGroups) dm[grp], its min
+// (Q4_K and Q5_K: d * sc_grp and -(dmin * m_grp); Q6_K and Q3_K: d; IQ4_XS: d * (scale - 32), all
+// exact in fp32); for kScaledGroups the 16 int scales as int8 (Q6_K's stored bytes, Q3_K's 6-bit
+// values minus 32).
+template <DType D>
+inline void super_factors(const uint8_t* blk, float* ds, float* dm, __m128i* scales16) {
+  if constexpr (kMinGroups<D>) {
+    const float d = f16(blk), dmin = f16(blk + 2);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, mn;
+      kquant::q4k_scale_min(j, blk + 4, &sc, &mn);
+      ds[j] = d * static_cast<float>(sc);
+      dm[j] = -(dmin * static_cast<float>(mn));
+    }
+  } else if constexpr (D == DType::Q6_K) {
+    const float d = f16(blk + kquant::kQ6KDOffset);
+    for (int j = 0; j < 8; ++j) ds[j] = d;
+    *scales16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kquant::kQ6KScaleOffset));
+  } else if constexpr (D == DType::Q3_K) {
+    const float d = f16(blk + kquant::kQ3KDOffset);
+    for (int j = 0; j < 8; ++j) ds[j] = d;
     alignas(16) int8_t sc[16];
     for (int i = 0; i < 16; ++i)
       sc[i] = static_cast<int8_t>(kquant::q3k_scale(i, blk + kquant::kQ3KScaleOffset) - 32);
-    return _mm_load_si128(reinterpret_cast<const __m128i*>(sc));
+    *scales16 = _mm_load_si128(reinterpret_cast<const __m128i*>(sc));
+  } else {
+    const float d = f16(blk);
+    for (int j = 0; j < 8; ++j) ds[j] = d * static_cast<float>(kquant::iq4xs_scale(j, blk) - 32);
   }
 }
 
@@ -216,40 +235,39 @@ inline __m256i scaled_lanes(__m256i w, __m256i x, __m256i scales) {
                            scales);
 }
 
-// K-quant rows (D), one super-block (8 activation blocks) at a time. Q4_K and Q5_K: the unsigned
-// integers straight into dot4, each block adding its min. Q6_K and Q3_K: the integer lane sums
-// times the lanes' scales (exact), d the block's scale.
+// Group grp's 8 integer lanes against the token's activations xq.
+template <DType D>
+inline __m256i group_lanes(__m256i q, __m256i xq, __m128i scales16, int grp) {
+  if constexpr (kMinGroups<D>)
+    return dot4(q, xq);
+  else if constexpr (kScaledGroups<D>)
+    return scaled_lanes(q, xq, group_scales(scales16, grp));
+  else
+    return dot4(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q));
+}
+
+// Super-block rows (D), one super-block (8 activation blocks) at a time.
 template <int T, DType D>
 void dot_tile_k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
-  constexpr bool kMin = D == DType::Q4_K || D == DType::Q5_K;
   BlockAcc<T> acc;
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
     const uint8_t* blk = w + kSuperBytes<D> * sb;
     float ds[8], dm[8];
     __m128i scales16 = _mm_setzero_si128();
-    if constexpr (kMin) {
-      kmin_scales(blk, ds, dm);
-    } else {
-      const float d = f16(blk + (D == DType::Q6_K ? kquant::kQ6KDOffset : kquant::kQ3KDOffset));
-      for (int j = 0; j < 8; ++j) ds[j] = d;
-      scales16 = scales16_of<D>(blk);
-    }
+    super_factors<D>(blk, ds, dm, &scales16);
     for (int grp = 0; grp < 8; ++grp) {
       const __m256i q = group_values<D>(blk, grp);
       const int8::BlockQ8* xb[T];
       __m256i p[T];
-      for (int k = 0; k < T; ++k) xb[k] = x + k * nb + 8 * sb + grp;
-      if constexpr (kMin) {
-        for (int k = 0; k < T; ++k) p[k] = dot4(q, load_q(xb[k]->q));
-      } else {
-        const __m256i scales = group_scales(scales16, grp);
-        for (int k = 0; k < T; ++k) p[k] = scaled_lanes(q, load_q(xb[k]->q), scales);
+      for (int k = 0; k < T; ++k) {
+        xb[k] = x + k * nb + 8 * sb + grp;
+        p[k] = group_lanes<D>(q, load_q(xb[k]->q), scales16, grp);
       }
       acc.add(p, ds[grp], xb);
-      if constexpr (kMin) acc.add_min(dm[grp], xb);
+      if constexpr (kMinGroups<D>) acc.add_min(dm[grp], xb);
     }
   }
-  acc.store(kMin, y, y_stride);
+  acc.store(kMinGroups<D>, y, y_stride);
 }
 
 // NF4, by half-block of 32: the codes (high nibble first) looked up in the int8 levels, signed
@@ -280,11 +298,12 @@ void dot_tile_any(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb,
   if (t == DType::Q5_K) return dot_tile_k<T, DType::Q5_K>(w, x, nb, y, y_stride);
   if (t == DType::Q6_K) return dot_tile_k<T, DType::Q6_K>(w, x, nb, y, y_stride);
   if (t == DType::Q3_K) return dot_tile_k<T, DType::Q3_K>(w, x, nb, y, y_stride);
+  if (t == DType::IQ4_XS) return dot_tile_k<T, DType::IQ4_XS>(w, x, nb, y, y_stride);
   if (t == DType::NF4) return dot_tile_nf4<T>(w, x, nb, y, y_stride);
   dot_tile<T>(t, w, x, nb, y, y_stride);
 }
 
-// One token against one row of a legacy-block type D (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): the integer
+// One token against one row of a legacy-block type D (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): the
 // sums and float operations of dot_tile<1> (so the same bits), with the dtype known at compile
 // time, Q4_0's and Q5_0's integers unsigned (kUnsignedOffset), the row stream prefetched ahead,
 // and the integer sums of 4 blocks reduced together (block_sums4: a quarter of the shuffles of 4
@@ -312,8 +331,9 @@ inline __m256i block_lanes(const uint8_t* blk, const int8::BlockQ8& xb, __m128* 
                 load_q(xb.q));
   } else {
     *dm = _mm_set_ss(f16(blk));
-    if constexpr (D == DType::Q8_0) {
-      const __m256i w = load_q(reinterpret_cast<const int8_t*>(blk + 2));
+    if constexpr (D == DType::Q8_0 || D == DType::IQ4_NL) {
+      const __m256i w = D == DType::Q8_0 ? load_q(reinterpret_cast<const int8_t*>(blk + 2))
+                                         : block_bytes::iq4_values(blk + 2);
       return dot4(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load_q(xb.q), w));
     } else if constexpr (D == DType::Q5_0) {
       return dot4(block_bytes::q5_values(blk + 2, blk + 6), load_q(xb.q));
@@ -343,7 +363,8 @@ float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, const 
                              : D == DType::Q4_0 ? 18
                              : D == DType::Q4_1 ? 20
                              : D == DType::Q5_0 ? block_bytes::kQ5_0Bytes
-                                                : block_bytes::kQ5_1Bytes;
+                             : D == DType::Q5_1 ? block_bytes::kQ5_1Bytes
+                                                : kquant::kIq4nlBytes;
   float acc = 0.0f, macc = 0.0f;
   // Block b's terms, in block order: acc = fma(d_w * d_x, sum, acc), macc = fma(m_w, s_x, macc).
   const auto add = [&](__m128 dm, float sum, const int8::BlockQ8& xb) {
@@ -374,16 +395,16 @@ float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, const 
   return kMin ? acc + macc : acc;
 }
 
-// One token against one row of a K-quant type D: exactly the operations of dot_tile_k<1, D> (so
-// the same bits), with the row stream prefetched ahead (each super-block's lines, kPrefetchBytes
-// on) and the integer sums of 4 groups reduced together, as dot_one_token does for the legacy
-// blocks. Before it, on an Intel Xeon (AVX-512 VNNI; SmolLM2 decode at batch 1, 2 threads), a
+// One token against one row of a super-block type D: the integer sums and float operations of
+// dot_tile_k<1, D> (so the same bits), with the row stream prefetched ahead (each super-block's
+// lines, kPrefetchBytes on) and the integer sums of 4 groups reduced together, as dot_one_token
+// does for the legacy blocks. Before it, on an Intel Xeon (AVX-512 VNNI; SmolLM2 decode at batch 1, 2 threads), a
 // file with Q6_K ffn_down decoded 12% slower than the all-Q8_0 one, 21% larger; with it, 3
 // alternating rounds, tokens/s: Q4_K_M 87-112 -> 119-141, Q4_K_S 87-119 -> 130-145, the Q6_K
 // file 102-105 -> 115-125 (Q4_K_M under MEDTUNE_ISA=avx2: 108 -> 140).
 template <DType D>
 float dot_one_token_k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
-  constexpr bool kMin = D == DType::Q4_K || D == DType::Q5_K;
+  constexpr bool kMin = kMinGroups<D>;
   float acc = 0.0f, macc = 0.0f;
   for (int64_t sb = 0; sb < nb / 8; ++sb) {
     const uint8_t* blk = w + kSuperBytes<D> * sb;
@@ -391,23 +412,13 @@ float dot_one_token_k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
       _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + line), _MM_HINT_T0);
     float ds[8], dm[8];
     __m128i scales16 = _mm_setzero_si128();
-    if constexpr (kMin) {
-      kmin_scales(blk, ds, dm);
-    } else {
-      const float d = f16(blk + (D == DType::Q6_K ? kquant::kQ6KDOffset : kquant::kQ3KDOffset));
-      for (int j = 0; j < 8; ++j) ds[j] = d;
-      scales16 = scales16_of<D>(blk);
-    }
+    super_factors<D>(blk, ds, dm, &scales16);
     const int8::BlockQ8* xs = x + 8 * sb;
     for (int half = 0; half < 2; ++half) {
       __m256i p[4];
       for (int j = 0; j < 4; ++j) {
         const int grp = 4 * half + j;
-        const __m256i q = group_values<D>(blk, grp), xq = load_q(xs[grp].q);
-        if constexpr (kMin)
-          p[j] = dot4(q, xq);
-        else
-          p[j] = scaled_lanes(q, xq, group_scales(scales16, grp));
+        p[j] = group_lanes<D>(group_values<D>(blk, grp), load_q(xs[grp].q), scales16, grp);
       }
       const __m128 sums = block_sums4(p);
       const float sum[4] = {_mm_cvtss_f32(sums), _mm_cvtss_f32(_mm_movehdup_ps(sums)),
@@ -473,7 +484,8 @@ float dot_one_token_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
 template <DType D>
 void rows_one_token(const uint8_t* w, int64_t row_bytes, int64_t nrows, const int8::BlockQ8* x,
                     int64_t nb, float* y) {
-  if constexpr (D == DType::Q4_K || D == DType::Q5_K || D == DType::Q6_K || D == DType::Q3_K) {
+  if constexpr (D == DType::Q4_K || D == DType::Q5_K || D == DType::Q6_K || D == DType::Q3_K ||
+                D == DType::IQ4_XS) {
     for (int64_t r = 0; r < nrows; ++r) y[r] = dot_one_token_k<D>(w + r * row_bytes, x, nb);
   } else if constexpr (D == DType::NF4) {
     for (int64_t r = 0; r < nrows; ++r) y[r] = dot_one_token_nf4(w + r * row_bytes, x, nb);
@@ -507,6 +519,8 @@ bool dot_rows_one_token(DType t, const uint8_t* w, int64_t row_bytes, int64_t nr
     case DType::Q5_K: return run(rows_one_token<DType::Q5_K>);
     case DType::Q6_K: return run(rows_one_token<DType::Q6_K>);
     case DType::Q3_K: return run(rows_one_token<DType::Q3_K>);
+    case DType::IQ4_NL: return run(rows_one_token<DType::IQ4_NL>);
+    case DType::IQ4_XS: return run(rows_one_token<DType::IQ4_XS>);
     case DType::NF4: return run(rows_one_token<DType::NF4>);
     default: return false;
   }

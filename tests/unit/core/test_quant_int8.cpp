@@ -31,8 +31,9 @@ using int8::BlockQ8;
 
 const std::string kDir = std::string(MEDTUNE_SOURCE_DIR) + "/tests/fixtures/quant/";
 constexpr int64_t kN = 1024;  // elements in each fixture (tests/fixtures/quant/<TYPE>.blocks)
-const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                        DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1,   DType::Q5_0,
+                        DType::Q5_1, DType::Q3_K, DType::Q4_K,   DType::Q5_K,
+                        DType::Q6_K, DType::NF4,  DType::IQ4_NL, DType::IQ4_XS};
 const Isa kIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni};
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
@@ -403,8 +404,9 @@ TEST(Int8Dot, SupportedTypesAndErrors) {
 
 // ---- The GEMM (core/int8_gemm.h) ----
 
-const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                            DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4};
+const DType kGemmTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1,   DType::Q5_0,
+                            DType::Q5_1, DType::Q3_K, DType::Q4_K,   DType::Q5_K,
+                            DType::Q6_K, DType::NF4,  DType::IQ4_NL, DType::IQ4_XS};
 
 class Int8Gemm : public ::testing::TestWithParam<DType> {};
 
@@ -475,8 +477,9 @@ TEST_P(Int8Gemm, EveryKernelMatchesScalarReferenceBitForBit) {
 // groups summed in int16 up to 30480; quant_int8_body.h's scaled_lanes: Q6_K's int16 pair sums
 // times its int8 scales): every weight at its extreme integer (Q8_0 -128, NF4 -127, nibbles 15,
 // Q5_0 -16, Q5_1 and Q5_K 31: summed in int16 as the nibbles are, the last two would overflow;
-// Q6_K -32 and Q3_K -4), Q6_K's and Q3_K's scales at theirs (-128, -32), and every activation
-// +-127 (blocks of constant sign and magnitude). kRows rows of kN, then kTok tokens' blocks.
+// Q6_K -32, Q3_K -4, IQ4_NL and IQ4_XS -127), Q6_K's, Q3_K's and IQ4_XS's scales at theirs (-128,
+// -32, -32), and every activation +-127 (blocks of constant sign and magnitude). kRows rows of kN,
+// then kTok tokens' blocks.
 struct ExtremeOperands {
   static constexpr int kRows = 5, kTok = 20;
   std::vector<uint8_t> w;
@@ -488,14 +491,19 @@ ExtremeOperands extreme_operands(DType t) {
   e.w = weight_rows(t, ExtremeOperands::kRows, 45);
   const int64_t rb = dtype_row_bytes(t, kN), bb = dtype_block_bytes(t);
   // A block's integer bytes [begin, end): after its scales (Q5_K's 16, then qh and qs) or NF4's
-  // absmax; Q6_K's ql and qh come first (its scales and d last).
-  const int64_t begin = t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 ? 2
+  // absmax; Q6_K's ql and qh come first (its scales and d last); IQ4_XS's 6-bit scales (zero bytes:
+  // -32) and nibbles after d.
+  const int64_t begin = t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 ||
+                                t == DType::IQ4_NL || t == DType::IQ4_XS
+                            ? 2
                         : t == DType::Q4_K || t == DType::Q5_K                   ? 16
                         : t == DType::Q6_K || t == DType::Q3_K                   ? 0
                                                                                  : 4;
   const int64_t end = t == DType::Q6_K ? 192 : t == DType::Q3_K ? 96 : bb;
-  // Q6_K's and Q3_K's zero bytes are their most negative integers (-32, -4).
-  const bool zero = t == DType::NF4 || t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q3_K;
+  // Q6_K's, Q3_K's and the IQ4 types' zero bytes are their most negative integers (-32, -4,
+  // -127).
+  const bool zero = t == DType::NF4 || t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q3_K ||
+                    t == DType::IQ4_NL || t == DType::IQ4_XS;
   const uint8_t extreme = t == DType::Q8_0 ? 0x80 : zero ? 0x00 : 0xFF;
   for (int64_t b = 0; b < rb * ExtremeOperands::kRows / bb; ++b) {
     uint8_t* blk = e.w.data() + b * bb;

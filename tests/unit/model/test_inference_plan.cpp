@@ -65,7 +65,8 @@ TEST(BlockLinearsTakeInt8, EveryBlockLinearAndOnlyThoseCount) {
   ckpt.tensors.at(one).dtype = DType::F16;
   EXPECT_FALSE(block_linears_take_int8(ckpt, WeightQuant::kNone)) << one;
   // llama.cpp's Q4_K_M of a model whose widths are not multiples of 256 is mostly Q5_0.
-  for (const DType t : {DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q3_K}) {
+  for (const DType t : {DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q3_K, DType::IQ4_NL,
+                        DType::IQ4_XS}) {
     ckpt.tensors.at(one).dtype = t;
     EXPECT_TRUE(block_linears_take_int8(ckpt, WeightQuant::kNone)) << dtype_name(t);
   }

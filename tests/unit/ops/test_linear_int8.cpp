@@ -58,7 +58,7 @@ TEST(LinearInt8, MatchesScalarReferencePerTokenAndRow) {
   constexpr int64_t kRows = 70;  // not a multiple of the row blocks (16, and 48 for the GEMM)
   if (!int8::gemm_available()) std::cout << "[ NOTE ] MEDTUNE_ISA=scalar: the GEMM is not executed\n";
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q3_K,
-                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::NF4})
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::NF4})
     for (bool rows_only : {false, true}) {
       ASSERT_TRUE(int8_path(t));
       // SmolLM2's hidden size (18 blocks of 32); the k-quants need whole super-blocks of 256.
