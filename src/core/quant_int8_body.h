@@ -30,11 +30,7 @@ inline __m256i load_q(const int8_t* p) {
 }
 
 // 16 packed bytes -> 32 values: low nibbles are elements 0..15, high nibbles 16..31.
-inline __m256i nibbles(const uint8_t* p) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m4), _mm_and_si128(b, m4));
-}
+inline __m256i nibbles(const uint8_t* p) { return block_bytes::nibbles32(p); }
 
 inline float fma1(float a, float b, float c) {  // one rounding, as std::fma
   // The builtin (one vfmadd on scalars, these files being compiled with -mfma) rather than
