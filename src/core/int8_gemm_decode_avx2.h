@@ -36,9 +36,10 @@ inline float decode_f16(const uint8_t* p) {
 }
 
 // 16 packed bytes -> 32 bytes: low nibbles are elements 0..15, high nibbles 16..31. Not
-// block_bytes::nibbles32, which the row kernels take: here, where each row is decoded once for 16
-// tokens, Q4_1 prompts were 2% slower with it (Zen 3, 5 alternating rounds, medians 1247 against
-// 1273-1282 tokens/s).
+// block_bytes::nibbles32, which the row kernels take (and q5_values / iq4_values, so the Q5 and
+// IQ4 rows here): each row is decoded once for 16 tokens, and with it Q4_1 prompts were 2% slower
+// (Zen 3, 5 alternating rounds, medians 1247 against 1273-1282 tokens/s; within this machine's
+// noise for the Q5 and IQ4 files, not separated).
 inline __m256i decode_nibbles(const uint8_t* p) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   const __m128i m4 = _mm_set1_epi8(0x0F);
