@@ -60,14 +60,22 @@ inline __m256i q5_values(const uint8_t* qh, const uint8_t* qs) {
   return _mm256_or_si256(nibbles32(qs), _mm256_and_si256(set, _mm256_set1_epi8(16)));
 }
 
+// The 32 nibbles of sub-block k of a K-quant super-block whose nibbles start at qs: the low (k
+// even) or high (k odd) nibbles of qs[32 * (k / 2) ..]. Q4_K's q, and Q5_K's low 4 bits.
+inline __m256i k_nibbles(const uint8_t* qs, int k) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (k / 2)));
+  return _mm256_and_si256(k % 2 == 0 ? bytes : _mm256_srli_epi16(bytes, 4), _mm256_set1_epi8(0x0F));
+}
+
+// Q4_K: the 32 integers q (0..15) of sub-block k of the super-block at blk.
+inline __m256i q4k_values(const uint8_t* blk, int k) {
+  return k_nibbles(blk + kquant::kQ4KQsOffset, k);
+}
+
 // Q5_K: the 32 integers q of sub-block k of the super-block at blk.
 inline __m256i q5k_values(const uint8_t* blk, int k) {
-  const __m256i qs =
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ5KQsOffset + 32 * (k / 2)));
+  const __m256i nib = k_nibbles(blk + kQ5KQsOffset, k);
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ5KQhOffset));
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const __m256i nib =
-      k % 2 == 0 ? _mm256_and_si256(qs, m4) : _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4);
   const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
   return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(16)));

@@ -82,9 +82,11 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
         store(b, decode_nibbles(blk + 4));
       }
       return;
-    case DType::Q4_K:  // sub-block k: (d * sc_k) q - dmin * m_k, q the low (k even) or high nibbles
+    case DType::Q4_K:
+    case DType::Q5_K: {  // sub-block k: (d * sc_k) q - dmin * m_k; q 0..15 (Q4_K) or 0..31 (Q5_K)
+      const int64_t bytes = t == DType::Q4_K ? kquant::kQ4KBytes : block_bytes::kQ5KBytes;
       for (int64_t sb = 0; sb < nb / 8; ++sb) {
-        const uint8_t* blk = row + kquant::kQ4KBytes * sb;
+        const uint8_t* blk = row + bytes * sb;
         const float dd = decode_f16(blk), dmin = decode_f16(blk + 2);
         for (int k = 0; k < 8; ++k) {
           uint8_t sc, mn;
@@ -92,13 +94,12 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
           const int64_t b = 8 * sb + k;
           d[b * nrows] = dd * static_cast<float>(sc);
           m[b * nrows] = -(dmin * static_cast<float>(mn));
-          const __m256i q = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(blk + kquant::kQ4KQsOffset + 32 * (k / 2)));
-          const __m256i nib = k % 2 == 0 ? q : _mm256_srli_epi16(q, 4);
-          store(b, _mm256_and_si256(nib, _mm256_set1_epi8(0x0F)));
+          store(b, t == DType::Q4_K ? block_bytes::q4k_values(blk, k)
+                                    : block_bytes::q5k_values(blk, k));
         }
       }
       return;
+    }
     case DType::Q5_0:  // w = q - 16
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = row + block_bytes::kQ5_0Bytes * b;
@@ -112,20 +113,6 @@ void decode_row(DType t, const uint8_t* row, int64_t nrows, int64_t nb, uint8_t*
         d[b * nrows] = decode_f16(blk);
         m[b * nrows] = decode_f16(blk + 2);
         store(b, block_bytes::q5_values(blk + 4, blk + 8));
-      }
-      return;
-    case DType::Q5_K:  // sub-block k: (d * sc_k) q - dmin * m_k, q (0..31)
-      for (int64_t sb = 0; sb < nb / 8; ++sb) {
-        const uint8_t* blk = row + block_bytes::kQ5KBytes * sb;
-        const float dd = decode_f16(blk), dmin = decode_f16(blk + 2);
-        for (int k = 0; k < 8; ++k) {
-          uint8_t sc, mn;
-          kquant::q4k_scale_min(k, blk + 4, &sc, &mn);
-          const int64_t b = 8 * sb + k;
-          d[b * nrows] = dd * static_cast<float>(sc);
-          m[b * nrows] = -(dmin * static_cast<float>(mn));
-          store(b, block_bytes::q5k_values(blk, k));
-        }
       }
       return;
     case DType::Q6_K:  // group g of half h: w = q - 32, 2 scales of 16

@@ -168,10 +168,7 @@ constexpr bool kScaledGroups = D == DType::Q6_K || D == DType::Q3_K;
 template <DType D>
 inline __m256i group_values(const uint8_t* blk, int grp) {
   if constexpr (D == DType::Q4_K) {
-    const __m256i bytes =
-        load_q(reinterpret_cast<const int8_t*>(blk + kquant::kQ4KQsOffset + 32 * (grp / 2)));
-    const __m256i nib = grp % 2 == 0 ? bytes : _mm256_srli_epi16(bytes, 4);
-    return _mm256_and_si256(nib, _mm256_set1_epi8(0x0F));
+    return block_bytes::q4k_values(blk, grp);
   } else if constexpr (D == DType::Q5_K) {
     return block_bytes::q5k_values(blk, grp);
   } else if constexpr (D == DType::Q6_K) {
