@@ -265,22 +265,37 @@ void dot_tile_k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, 
 
 // NF4, by half-block of 32: the codes (high nibble first) looked up in the int8 levels, signed
 // weights as Q8_0's; d_w = absmax / 127 (quant_int8.h).
+// NF4's int8 levels in both 128-bit halves, for nf4_values' lookup.
+inline __m256i nf4_level_table() {
+  return _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(int8::nf4_levels())));
+}
+
+// Activation block b of an NF4 row (half b % 2 of the 64-element block b / 2): its 32 codes
+// looked up in the int8 levels (element 2i is byte i's high nibble, 2i + 1 its low one), and
+// *dw = absmax / 127.
+inline __m256i nf4_values(const uint8_t* w, int64_t b, __m256i levels, float* dw) {
+  const uint8_t* blk = w + nf4::kRowBlockBytes * (b / 2);
+  float absmax;
+  std::memcpy(&absmax, blk, 4);
+  *dw = absmax / 127.0f;
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4 + 16 * (b % 2)));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m4), lo = _mm_and_si128(bytes, m4);
+  return _mm256_shuffle_epi8(
+      levels, _mm256_set_m128i(_mm_unpackhi_epi8(hi, lo), _mm_unpacklo_epi8(hi, lo)));
+}
+
 template <int T>
 void dot_tile_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
   BlockAcc<T> acc;
-  const __m256i levels = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(int8::nf4_levels())));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
+  const __m256i levels = nf4_level_table();
   const int8::BlockQ8* xb[T];
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + nf4::kRowBlockBytes * (b / 2);
-    float absmax;
-    std::memcpy(&absmax, blk, 4);
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4 + 16 * (b % 2)));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m4), lo = _mm_and_si128(bytes, m4);
-    // Element 2i is byte i's high nibble, 2i + 1 its low one.
-    const __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(hi, lo), _mm_unpacklo_epi8(hi, lo));
+    float dw;
+    const __m256i v = nf4_values(w, b, levels, &dw);
     for (int k = 0; k < T; ++k) xb[k] = x + k * nb + b;
-    accumulate_signed<T>(_mm256_shuffle_epi8(levels, codes), absmax / 127.0f, xb, acc);
+    accumulate_signed<T>(v, dw, xb, acc);
   }
   acc.store(false, y, y_stride);
 }
@@ -434,19 +449,9 @@ float dot_one_token_k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
 // --base-quant nf4 --precision int8`), decode at batch 1, Intel Xeon (AVX-512 VNNI), 2 threads, 3
 // alternating rounds: 55-60 tokens/s through dot_tile_nf4<1>, 167-178 with this.
 float dot_one_token_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
-  const __m256i levels = _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(int8::nf4_levels())));
-  const __m128i m4 = _mm_set1_epi8(0x0F);
-  // Activation block b: half b % 2 of the 64-element block b / 2; d_w = absmax / 127.
+  const __m256i levels = nf4_level_table();
   const auto lanes = [&](int64_t b, float* dw) {
-    const uint8_t* blk = w + nf4::kRowBlockBytes * (b / 2);
-    float absmax;
-    std::memcpy(&absmax, blk, 4);
-    *dw = absmax / 127.0f;
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4 + 16 * (b % 2)));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m4), lo = _mm_and_si128(bytes, m4);
-    const __m256i v = _mm256_shuffle_epi8(
-        levels, _mm256_set_m128i(_mm_unpackhi_epi8(hi, lo), _mm_unpacklo_epi8(hi, lo)));
+    const __m256i v = nf4_values(w, b, levels, dw);
     return dot4(_mm256_sign_epi8(v, v), _mm256_sign_epi8(load_q(x[b].q), v));
   };
   float acc = 0.0f;
