@@ -60,6 +60,12 @@ MEDTUNE_HOST_DEVICE inline int iq4nl_value(int q) {
   return static_cast<int8_t>(static_cast<uint8_t>(w >> (8 * (q % 8))));
 }
 
+// Element j (0..31) of 16 bytes of nibbles in ggml's legacy order (Q4_0, Q4_1, Q5_*, IQ4_NL, and
+// each IQ4_XS group): j < 16 the low nibble of qs[j], else the high nibble of qs[j - 16].
+MEDTUNE_HOST_DEVICE inline int legacy_nibble(const uint8_t* qs, int j) {
+  return j < kQK / 2 ? (qs[j] & 0xF) : (qs[j - kQK / 2] >> 4);
+}
+
 MEDTUNE_HOST_DEVICE inline uint16_t load_u16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] | (p[1] << 8));
 }
@@ -79,8 +85,7 @@ MEDTUNE_NO_EXEC_CHECK
 template <typename F16>
 MEDTUNE_HOST_DEVICE inline float q4_0(const uint8_t* src, int64_t i, F16 to_f32) {
   const uint8_t* blk = src + (i / kQK) * kQ4_0Bytes;
-  const int j = static_cast<int>(i % kQK);
-  const int q = j < kQK / 2 ? (blk[2 + j] & 0xF) : (blk[2 + j - kQK / 2] >> 4);
+  const int q = legacy_nibble(blk + 2, static_cast<int>(i % kQK));
   return static_cast<float>(q - 8) * to_f32(load_u16(blk));
 }
 
@@ -88,15 +93,13 @@ MEDTUNE_NO_EXEC_CHECK
 template <typename F16>
 MEDTUNE_HOST_DEVICE inline float q4_1(const uint8_t* src, int64_t i, F16 to_f32) {
   const uint8_t* blk = src + (i / kQK) * kQ4_1Bytes;
-  const int j = static_cast<int>(i % kQK);
-  const int q = j < kQK / 2 ? (blk[4 + j] & 0xF) : (blk[4 + j - kQK / 2] >> 4);
+  const int q = legacy_nibble(blk + 4, static_cast<int>(i % kQK));
   return static_cast<float>(q) * to_f32(load_u16(blk)) + to_f32(load_u16(blk + 2));
 }
 
 // The 5-bit quant of element j of a Q5_0/Q5_1 block (qh: its 4 bytes, qs: its 16).
 MEDTUNE_HOST_DEVICE inline int q5_quant(const uint8_t* qh, const uint8_t* qs, int j) {
-  const int nibble = j < kQK / 2 ? (qs[j] & 0xF) : (qs[j - kQK / 2] >> 4);
-  return nibble | static_cast<int>(((load_u32(qh) >> j) & 1u) << 4);
+  return legacy_nibble(qs, j) | static_cast<int>(((load_u32(qh) >> j) & 1u) << 4);
 }
 
 MEDTUNE_NO_EXEC_CHECK
@@ -186,8 +189,7 @@ MEDTUNE_NO_EXEC_CHECK
 template <typename F16>
 MEDTUNE_HOST_DEVICE inline float iq4_nl(const uint8_t* src, int64_t i, F16 to_f32) {
   const uint8_t* blk = src + (i / kQK) * kIq4_NLBytes;
-  const int j = static_cast<int>(i % kQK);
-  const int q = j < kQK / 2 ? (blk[2 + j] & 0xF) : (blk[2 + j - kQK / 2] >> 4);
+  const int q = legacy_nibble(blk + 2, static_cast<int>(i % kQK));
   return static_cast<float>(iq4nl_value(q)) * to_f32(load_u16(blk));
 }
 
@@ -197,8 +199,7 @@ MEDTUNE_HOST_DEVICE inline float iq4_xs(const uint8_t* src, int64_t i, F16 to_f3
   const uint8_t* blk = src + (i / kQKK) * kIq4_XSBytes;
   const int k = static_cast<int>(i % kQKK);
   const int g = k / kQK, l = k % kQK;
-  const uint8_t byte = blk[8 + 16 * g + l % 16];
-  const int q = l < 16 ? (byte & 0xF) : (byte >> 4);
+  const int q = legacy_nibble(blk + 8 + 16 * g, l);
   const int scale =
       ((blk[4 + g / 2] >> (4 * (g % 2))) & 0xF) | (((load_u16(blk + 2) >> (2 * g)) & 3) << 4);
   const float dl = to_f32(load_u16(blk)) * static_cast<float>(scale - 32);
