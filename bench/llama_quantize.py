@@ -12,6 +12,7 @@ Writes OUT_DIR/<stem>.<TYPE>.gguf; the F16 intermediate is OUT_DIR/<stem>.F16.gg
 """
 import ctypes
 import os
+import re
 import sys
 
 import llama_cpp
@@ -36,7 +37,8 @@ def main() -> None:
         sys.exit(__doc__)
     src, out_dir, types = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(out_dir, exist_ok=True)
-    stem = os.path.basename(src).split(".")[0]
+    # "Llama-3.1-8B.Q4_1.gguf" -> "Llama-3.1-8B": the extension and a type suffix go, other dots stay.
+    stem = re.sub(r"\.(F16|F32|BF16|I?Q\d\w*)$", "", os.path.basename(src).removesuffix(".gguf"))
     f16 = os.path.join(out_dir, f"{stem}.F16.gguf")
     if not os.path.exists(f16):
         quantize(src, f16, "F16")
