@@ -1,14 +1,16 @@
+// Reading a training config (load_train_config): the YAML file and key=value overrides as entries,
+// each key medtune implements read by its checker, axolotl's other keys warned about or refused
+// (config_foreign_keys.cpp), and the combinations checked once every key is read. Writing one back
+// is train_config_write.cpp's.
 #include "train/train_config.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <map>
 // GCC 12 with -fsanitize=address reports -Wmaybe-uninitialized inside libstdc++'s <regex>
 // (std::function moved in _NFA::_M_insert_subexpr_*): a false positive in the library, silenced
@@ -25,237 +27,21 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/suggest.h"
+#include "train/config_foreign_keys.h"
+#include "train/config_names.h"
+#include "train/config_value.h"
 
 namespace medtune::train {
+
+using namespace config;  // the readers and names shared with train_config_write.cpp
+
 namespace {
-
-constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
-
-// One top-level key of the config with its value and where it was written, so every message can
-// point at the line to fix.
-struct Entry {
-  std::string key;
-  YAML::Node value;
-  std::string file;  // the config path as the user gave it; empty for a command-line override
-  int line = 0;      // 1-based line of the key in `file`
-
-  bool from_command_line() const { return file.empty(); }
-  std::string where() const {
-    return from_command_line() ? "command line" : file + ":" + std::to_string(line);
-  }
-  // Where a node inside the value is (a dataset's `type:` sits on its own line).
-  std::string where(const YAML::Node& n) const {
-    if (from_command_line() || n.Mark().is_null()) return where();
-    return file + ":" + std::to_string(n.Mark().line + 1);
-  }
-};
-
-std::string got(const YAML::Node& n) {
-  if (n.IsScalar()) return "'" + n.Scalar() + "'";
-  if (n.IsSequence()) return "a list";
-  if (n.IsMap()) return "a mapping";
-  return "nothing";
-}
-
-[[noreturn]] void fail_at(const std::string& where, const std::string& message) {
-  throw BadInput(where + ": " + message);
-}
-
-[[noreturn]] void fail_type(const Entry& e, const YAML::Node& n, std::string_view must,
-                            const std::string& name = "") {
-  fail_at(e.where(n), "'" + (name.empty() ? e.key : name) + "' must be " + std::string(must) +
-                          ", got " + got(n));
-}
-
-// A mapping key as text. YAML allows a list or a mapping as a key (`[a, b]: 1`), where yaml-cpp's
-// as<std::string> throws its own exception (found by fuzz/fuzz_train_config); keys are names.
-std::string key_name(const YAML::Node& key, const std::string& where, const std::string& of) {
-  if (key.IsSequence() || key.IsMap())
-    fail_at(where, "a key of " + of + " must be a name, got " + got(key));
-  return key.as<std::string>();
-}
-
-// ---- scalars, read with YAML's core-schema rules (quoted numbers are accepted, as pydantic does
-// for axolotl) ----
-
-bool is_set(const YAML::Node& n) {
-  if (!n.IsDefined() || n.IsNull()) return false;
-  if (n.IsScalar()) {
-    bool b = true;
-    if (YAML::convert<bool>::decode(n, b) && !b) return false;
-    return !n.Scalar().empty();
-  }
-  return n.size() > 0;
-}
-
-// libstdc++'s std::regex matches by recursion, frames per character: a 50,000-digit lora_r
-// overflowed the stack. Longer text is never a number, a duration or a plain word.
-constexpr size_t kMaxRegexText = 256;
-
-int64_t read_int(const Entry& e, std::string_view must, int64_t lo, int64_t hi = kMaxInt) {
-  const YAML::Node& n = e.value;
-  static const std::regex kInt("[-+]?[0-9]+");
-  if (!n.IsScalar() || n.Scalar().size() > kMaxRegexText || !std::regex_match(n.Scalar(), kInt))
-    fail_type(e, n, must);
-  std::string_view s = n.Scalar();
-  if (s.front() == '+') s.remove_prefix(1);
-  int64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v < lo || v > hi) fail_type(e, n, must);
-  return v;
-}
-
-bool parse_float(const std::string& text, double& out) {
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  if (text.size() > kMaxRegexText || !std::regex_match(text, kFloat)) return false;
-  std::string_view s = text;
-  if (s.front() == '+') s.remove_prefix(1);
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && ptr == s.data() + s.size() && std::isfinite(out);
-}
-
-template <typename InRange>
-double read_float(const Entry& e, std::string_view must, InRange in_range) {
-  double v = 0;
-  if (!e.value.IsScalar() || !parse_float(e.value.Scalar(), v) || !in_range(v))
-    fail_type(e, e.value, must);
-  return v;
-}
-
-bool read_bool(const Entry& e) {
-  bool b = false;
-  if (!e.value.IsScalar() || !YAML::convert<bool>::decode(e.value, b))
-    fail_type(e, e.value, "true or false");
-  return b;
-}
-
-// The offset of the first byte that is not well-formed UTF-8 (RFC 3629: no overlong forms, no
-// surrogates, nothing past U+10FFFF), or npos. The resolved config is written out as JSON, which
-// holds UTF-8 only (found by fuzz/fuzz_train_config).
-size_t invalid_utf8_at(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    size_t len = 1;
-    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
-    if (b >= 0xC2 && b <= 0xDF)
-      len = 2;
-    else if (b >= 0xE0 && b <= 0xEF)
-      len = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    else if (b >= 0xF0 && b <= 0xF4)
-      len = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    else if (b >= 0x80)
-      return i;
-    if (s.size() - i < len) return i;
-    for (size_t k = 1; k < len; ++k) {
-      const auto c = static_cast<unsigned char>(s[i + k]);
-      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
-
-std::string read_string(const Entry& e, const YAML::Node& n, const std::string& name = "") {
-  if (!n.IsScalar() || n.Scalar().empty()) fail_type(e, n, "a non-empty string", name);
-  if (const size_t bad = invalid_utf8_at(n.Scalar()); bad != std::string_view::npos)
-    fail_at(e.where(n), "'" + (name.empty() ? e.key : name) + "' is not valid UTF-8 (byte " +
-                            std::to_string(bad + 1) + " of the value)");
-  return n.Scalar();
-}
-
-template <typename Enum, size_t N>
-Enum read_enum(const Entry& e, const YAML::Node& n,
-               const std::array<std::pair<std::string_view, Enum>, N>& names,
-               const std::string& name = "") {
-  std::string valid;
-  for (const auto& [s, v] : names) valid += (valid.empty() ? "" : ", ") + std::string(s);
-  if (n.IsScalar())
-    for (const auto& [s, v] : names)
-      if (s == n.Scalar()) return v;
-  std::string msg =
-      "'" + (name.empty() ? e.key : name) + "' must be one of " + valid + ", got " + got(n);
-  if (n.IsScalar()) {
-    std::vector<std::string_view> words;
-    for (const auto& [s, v] : names) words.push_back(s);
-    const std::string guess = closest(n.Scalar(), words);
-    if (!guess.empty()) msg += "; did you mean '" + guess + "'?";
-  }
-  fail_at(e.where(n), msg);
-}
-
-template <typename Enum, size_t N>
-std::string_view name_of(Enum v, const std::array<std::pair<std::string_view, Enum>, N>& names) {
-  for (const auto& [s, x] : names)
-    if (x == v) return s;
-  throw Internal("train_config: enum value without a name");
-}
-
-constexpr std::array<std::pair<std::string_view, AdapterKind>, 2> kAdapters{
-    {{"lora", AdapterKind::kLora}, {"qlora", AdapterKind::kQlora}}};
-constexpr std::array<std::pair<std::string_view, BaseQuant>, 2> kBaseQuants{
-    {{"none", BaseQuant::kNone}, {"nf4", BaseQuant::kNf4}}};
-// The task names are eval::open_medical_llm_tasks()'s (test_apps TaskDatasetTypes checks it: the
-// config is read below eval/ in the build's layering, so it cannot ask).
-constexpr std::array<std::pair<std::string_view, DatasetType>, 15> kDatasetTypes{
-    {{"medqa", DatasetType::kMedqa},
-     {"chat", DatasetType::kChat},
-     {"alpaca", DatasetType::kAlpaca},
-     {"completion", DatasetType::kCompletion},
-     {"input_output", DatasetType::kInputOutput},
-     {"chat_template", DatasetType::kChatTemplate},
-     {"medqa_4options", DatasetType::kMedqa4Options},
-     {"medmcqa", DatasetType::kMedmcqa},
-     {"pubmedqa", DatasetType::kPubmedqa},
-     {"mmlu_anatomy", DatasetType::kMmluAnatomy},
-     {"mmlu_clinical_knowledge", DatasetType::kMmluClinicalKnowledge},
-     {"mmlu_college_biology", DatasetType::kMmluCollegeBiology},
-     {"mmlu_college_medicine", DatasetType::kMmluCollegeMedicine},
-     {"mmlu_medical_genetics", DatasetType::kMmluMedicalGenetics},
-     {"mmlu_professional_medicine", DatasetType::kMmluProfessionalMedicine}}};
-constexpr std::array<std::pair<std::string_view, PromptFormat>, 2> kPromptFormats{
-    {{"lm_eval", PromptFormat::kLmEval}, {"chat", PromptFormat::kChat}}};
-constexpr std::array<std::pair<std::string_view, AnswerTarget>, 2> kAnswerTargets{
-    {{"letter", AnswerTarget::kLetter}, {"text", AnswerTarget::kText}}};
-// cosine_with_min_lr needs min_lr, which configs do not have yet.
-constexpr std::array<std::pair<std::string_view, ScheduleKind>, 4> kSchedulers{
-    {{"cosine", ScheduleKind::kCosine},
-     {"linear", ScheduleKind::kLinear},
-     {"constant", ScheduleKind::kConstant},
-     {"constant_with_warmup", ScheduleKind::kConstantWithWarmup}}};
-
-constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kAutoTrueFalse{
-    {{"auto", "auto"}, {"true", "true"}, {"false", "false"}}};
-
-// How a data-parallel job sums gradients over ranks (dist/gradient_sum.h).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 3> kReductions{
-    {{"auto", "auto"}, {"ordered", "ordered"}, {"allreduce", "allreduce"}}};
 
 std::string resolve_path(const std::string& p) {
   // Relative to the working directory, as axolotl does; stored absolute so the resolved config in
   // the run directory still points at the same files from anywhere.
   return std::filesystem::absolute(p).lexically_normal().string();
 }
-
-// The axolotl per-dataset keys that hold a name, each with the type that reads it (a key its
-// type does not read would be silently ignored, so it is an error). roles_to_train and
-// message_property_mappings are read in read_dataset_key.
-struct DatasetKey {
-  std::string_view name;
-  std::string DatasetSpec::*field;
-  DatasetType type;
-};
-constexpr std::array<DatasetKey, 9> kDatasetKeys{{
-    {"field", &DatasetSpec::field, DatasetType::kCompletion},
-    {"field_instruction", &DatasetSpec::field_instruction, DatasetType::kAlpaca},
-    {"field_input", &DatasetSpec::field_input, DatasetType::kAlpaca},
-    {"field_output", &DatasetSpec::field_output, DatasetType::kAlpaca},
-    {"field_system", &DatasetSpec::field_system, DatasetType::kChatTemplate},
-    {"field_messages", &DatasetSpec::field_messages, DatasetType::kChatTemplate},
-    {"message_field_role", &DatasetSpec::message_field_role, DatasetType::kChatTemplate},
-    {"message_field_content", &DatasetSpec::message_field_content, DatasetType::kChatTemplate},
-    {"train_on_eos", &DatasetSpec::train_on_eos, DatasetType::kChatTemplate},
-}};
-constexpr std::array<std::string_view, 4> kTrainOnEos{"turn", "all", "last", "none"};
 
 // One axolotl key of a dataset entry; false when `k` is not one. Which type reads it is checked
 // once the entry's type is known (check_dataset_keys).
@@ -621,157 +407,6 @@ bool apply_known(TrainConfig& c, const Entry& e) {
   return false;
 }
 
-// axolotl keys medtune does not implement. kWarn: harmless here (the result is the same), so a set
-// value earns a warning; kReject: a set value would change the result, so it is an error. Unset
-// values (null, false, empty) are always fine: axolotl's example configs list many keys empty.
-enum class Effect { kWarn, kReject };
-struct ForeignKey {
-  std::string_view name;
-  Effect effect;
-  std::string_view why;
-};
-
-constexpr std::string_view kPrecision =
-    "medtune's key is 'precision' (fp32 | bf16 | auto: fp32 on the CPU, bf16 on GPUs)";
-constexpr std::string_view kAttention =
-    "medtune's attention kernels are its own; the math is the same";
-constexpr std::string_view kTracker =
-    "medtune logs to the run directory, not to an experiment tracker";
-constexpr std::string_view kHub = "medtune does not talk to the Hugging Face Hub";
-constexpr std::string_view kArch =
-    "medtune reads the architecture and tokenizer from the checkpoint";
-constexpr std::string_view kSchedule =
-    "medtune's lr schedules have no such option; it would change the result";
-
-const std::vector<ForeignKey>& foreign_keys() {
-  static const std::vector<ForeignKey> keys = {
-      {"bf16", Effect::kWarn, kPrecision},
-      {"fp16", Effect::kWarn, kPrecision},
-      {"tf32", Effect::kWarn, kPrecision},
-      {"flash_attention", Effect::kWarn, kAttention},
-      {"xformers_attention", Effect::kWarn, kAttention},
-      {"sdp_attention", Effect::kWarn, kAttention},
-      {"flash_attn_cross_entropy", Effect::kWarn, kAttention},
-      {"flash_attn_rms_norm", Effect::kWarn, kAttention},
-      {"flash_attn_fuse_qkv", Effect::kWarn, kAttention},
-      {"flash_attn_fuse_mlp", Effect::kWarn, kAttention},
-      {"torch_compile", Effect::kWarn, "medtune is compiled C++"},
-      {"wandb_project", Effect::kWarn, kTracker},
-      {"wandb_entity", Effect::kWarn, kTracker},
-      {"wandb_watch", Effect::kWarn, kTracker},
-      {"wandb_name", Effect::kWarn, kTracker},
-      {"wandb_run_id", Effect::kWarn, kTracker},
-      {"wandb_log_model", Effect::kWarn, kTracker},
-      {"wandb_mode", Effect::kWarn, kTracker},
-      {"mlflow_tracking_uri", Effect::kWarn, kTracker},
-      {"mlflow_experiment_name", Effect::kWarn, kTracker},
-      {"hub_model_id", Effect::kWarn, kHub},
-      {"hub_strategy", Effect::kWarn, kHub},
-      {"push_dataset_to_hub", Effect::kWarn, kHub},
-      {"hf_use_auth_token", Effect::kWarn, kHub},
-      {"model_type", Effect::kWarn, kArch},
-      {"tokenizer_type", Effect::kWarn, kArch},
-      {"is_llama_derived_model", Effect::kWarn, kArch},
-      {"trust_remote_code", Effect::kWarn, kArch},
-      {"dataset_prepared_path", Effect::kWarn, "medtune tokenizes in memory and caches nothing"},
-      {"pad_to_sequence_len", Effect::kWarn,
-       "padding is masked out of the loss: it changes speed, not results"},
-      {"eval_sample_packing", Effect::kWarn, "medtune evaluates without packing"},
-      {"eval_batch_size", Effect::kWarn,
-       "medtune evaluates with micro_batch_size; scores do not depend on it"},
-      {"evals_per_epoch", Effect::kWarn, "use eval_steps"},
-      {"saves_per_epoch", Effect::kWarn, "use save_steps"},
-      {"eval_table_size", Effect::kWarn, "medtune's eval report is its own"},
-      {"save_safetensors", Effect::kWarn, "adapters are always written as safetensors"},
-      {"gradient_checkpointing_kwargs", Effect::kWarn, "medtune's recomputation has no options"},
-      {"dataloader_num_workers", Effect::kWarn, "medtune loads data in-process"},
-      {"dataloader_pin_memory", Effect::kWarn, "medtune loads data in-process"},
-      {"dataloader_prefetch_factor", Effect::kWarn, "medtune loads data in-process"},
-      {"strict", Effect::kWarn, "medtune is always strict about keys"},
-      {"debug", Effect::kWarn, "no meaning in medtune"},
-      {"local_rank", Effect::kWarn, "ranks come from the launcher"},
-      {"deepspeed", Effect::kReject, "DeepSpeed shards training through PyTorch"},
-      {"fsdp", Effect::kReject, "FSDP shards training through PyTorch"},
-      {"fsdp_config", Effect::kReject, "FSDP shards training through PyTorch"},
-      {"load_in_8bit", Effect::kReject,
-       "8-bit (LLM.int8) base weights; adapter: qlora gives a 4-bit NF4 base"},
-      {"gptq", Effect::kReject, "GPTQ-quantized bases"},
-      {"special_tokens", Effect::kReject, "it changes the tokenizer"},
-      {"tokens", Effect::kReject, "it adds tokens to the tokenizer"},
-      {"chat_template", Effect::kReject,
-       "chat is rendered with the model's own template (see prompt_format)"},
-      {"lora_modules_to_save", Effect::kReject, "it trains full embedding or head weights"},
-      {"lora_fan_in_fan_out", Effect::kReject, "it is for GPT-2 style Conv1D layers"},
-      {"lora_model_dir", Effect::kReject, "continuing from an adapter: use resume_from_checkpoint"},
-      {"peft_use_dora", Effect::kReject, "DoRA adapters"},
-      {"loraplus_lr_ratio", Effect::kReject, "LoRA+ learning rates"},
-      {"loraplus_lr_embedding", Effect::kReject, "LoRA+ learning rates"},
-      {"neftune_noise_alpha", Effect::kReject, "it adds noise to the embeddings"},
-      {"noisy_embedding_alpha", Effect::kReject, "it adds noise to the embeddings"},
-      {"rope_scaling", Effect::kReject, "it changes the model's positions"},
-      {"rope_theta", Effect::kReject, "it changes the model's positions"},
-      {"unfrozen_parameters", Effect::kReject, "it trains base weights"},
-      {"relora_steps", Effect::kReject, "ReLoRA restarts"},
-      {"early_stopping_patience", Effect::kReject, "it would stop training early"},
-      {"lr_scheduler_kwargs", Effect::kReject, kSchedule},
-      {"lr_quadratic_warmup", Effect::kReject, kSchedule},
-      {"cosine_min_lr_ratio", Effect::kReject, kSchedule},
-      {"cosine_constant_lr_ratio", Effect::kReject, kSchedule},
-      {"rl", Effect::kReject, "medtune does supervised fine-tuning only"},
-  };
-  return keys;
-}
-
-// TRL / transformers names people bring along, which edit distance alone would not match.
-const std::map<std::string_view, std::string_view>& aliases() {
-  static const std::map<std::string_view, std::string_view> m = {
-      {"model_name_or_path", "base_model"},
-      {"per_device_train_batch_size", "micro_batch_size"},
-      {"batch_size", "micro_batch_size"},
-      {"num_train_epochs", "num_epochs"},
-      {"epochs", "num_epochs"},
-      {"max_seq_length", "sequence_len"},
-      {"lr", "learning_rate"},
-      {"lr_scheduler_type", "lr_scheduler"},
-      {"target_modules", "lora_target_modules"},
-      {"r", "lora_r"},
-  };
-  return m;
-}
-
-// "unknown key 'lora_rank'; did you mean 'lora_r'?"
-std::string unknown_key_message(const std::string& key) {
-  std::string msg = "unknown key '" + key + "'";
-  std::string guess;
-  if (const auto it = aliases().find(key); it != aliases().end()) {
-    guess = std::string(it->second);
-  } else {
-    std::vector<std::string_view> names = known_key_names();
-    guess = closest(key, names);
-    if (guess.empty()) {
-      names.clear();
-      for (const ForeignKey& k : foreign_keys()) names.push_back(k.name);
-      guess = closest(key, names);
-    }
-  }
-  if (!guess.empty()) msg += "; did you mean '" + guess + "'?";
-  return msg + " (docs/configuration.md lists every key)";
-}
-
-// axolotl's `optimizer`: the AdamW variants that do the same fp32 update as medtune's are fine.
-void check_optimizer(const Entry& e, std::vector<std::string>& warnings) {
-  const std::string name = read_string(e, e.value);
-  if (name == "adamw_torch") return;
-  if (name == "adamw_torch_fused" || name == "adamw_hf" || name == "paged_adamw_32bit") {
-    warnings.push_back(e.where() + ": optimizer '" + name +
-                       "' runs as adamw_torch (the same fp32 AdamW update)");
-    return;
-  }
-  fail_at(e.where(),
-          "optimizer '" + name +
-              "' is not supported by medtune (its optimizer is AdamW in fp32: adamw_torch)");
-}
-
 // ---- assembling the config ----
 
 class ConfigBuilder {
@@ -918,7 +553,7 @@ class ConfigBuilder {
       warnings_.push_back(e.where() + ": '" + e.key + "' ignored: " + std::string(f.why));
       return;
     }
-    fail_at(e.where(), unknown_key_message(e.key));
+    fail_at(e.where(), unknown_key_message(e.key, known_key_names()));
   }
 
   // The entry of `key` when it holds a value (not null), else nullptr.
@@ -937,20 +572,6 @@ class ConfigBuilder {
   std::map<std::string, size_t> index_;
   std::vector<std::string> warnings_;
 };
-
-// Shortest text that reads back as the same double ("0.0002", "1e-08", "16").
-std::string number_text(double x) {
-  std::array<char, 32> buf{};
-  const auto [ptr, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), x);
-  if (ec != std::errc()) throw Internal("train_config: cannot format a number");
-  return std::string(buf.data(), ptr);
-}
-
-std::vector<std::string> target_names(const TrainConfig& c) {
-  std::vector<std::string> out;
-  for (const model::Proj p : c.lora_target_modules) out.emplace_back(model::proj_name(p));
-  return out;
-}
 
 }  // namespace
 
@@ -993,146 +614,6 @@ TrainConfig load_train_config(const std::string& yaml_path,
   for (const std::string& kv : overrides) b.add_override(kv);
   return b.build(yaml_path);
 }
-
-namespace {
-
-// The resolved settings in the order docs/configuration.md groups them; to_json and to_yaml both
-// come from here, so a key added once appears in both.
-nlohmann::ordered_json resolved(const TrainConfig& c) {
-  using nlohmann::ordered_json;
-  auto datasets = [](const std::vector<DatasetSpec>& ds) {
-    ordered_json out = ordered_json::array();
-    const DatasetSpec defaults;
-    for (const DatasetSpec& d : ds) {
-      ordered_json j{{"path", d.path}, {"type", dataset_type_name(d.type)}};
-      // The axolotl keys only where set, so that the resolved config (and a run's identity) of
-      // a medqa or chat dataset is what it was before these keys existed.
-      for (const auto& key : kDatasetKeys)
-        if (d.*key.field != defaults.*key.field) j[std::string(key.name)] = d.*key.field;
-      if (d.type == DatasetType::kChatTemplate) {
-        j["roles_to_train"] = d.roles_to_train;
-        j["train_on_eos"] = d.train_on_eos;
-      }
-      if (d.cop_base >= 0) j["cop_base"] = std::to_string(d.cop_base);
-      out.push_back(std::move(j));
-    }
-    return out;
-  };
-  auto optional = [](const std::string& s) { return s.empty() ? ordered_json() : ordered_json(s); };
-  ordered_json j;
-  j["base_model"] = c.base_model;
-  j["adapter"] = adapter_name(c.adapter);
-  j["load_in_4bit"] = c.load_in_4bit;
-  j["base_quant"] = base_quant_name(c.base_quant);
-  j["lora_r"] = c.lora_r;
-  j["lora_alpha"] = c.lora_alpha;
-  j["lora_dropout"] = c.lora_dropout;
-  j["lora_target_modules"] = target_names(c);
-  j["peft_use_rslora"] = c.peft_use_rslora;
-  j["datasets"] = datasets(c.datasets);
-  j["test_datasets"] = datasets(c.test_datasets);
-  j["val_set_size"] =
-      c.val_set_count > 0 ? ordered_json(c.val_set_count) : ordered_json(c.val_set_fraction);
-  j["sequence_len"] = c.sequence_len;
-  j["sample_packing"] = c.sample_packing;
-  j["group_by_length"] = c.group_by_length;
-  j["train_on_inputs"] = c.train_on_inputs;
-  j["skip_invalid"] = c.skip_invalid;
-  j["prompt_format"] = prompt_format_name(c.prompt_format);
-  j["system_prompt"] = c.system_prompt;
-  j["answer_target"] = answer_target_name(c.answer_target);
-  j["micro_batch_size"] = c.micro_batch_size;
-  j["gradient_accumulation_steps"] = c.gradient_accumulation_steps;
-  j["num_epochs"] = c.num_epochs;
-  j["max_steps"] = c.max_steps;
-  j["learning_rate"] = c.learning_rate;
-  j["lr_scheduler"] = name_of(c.lr_scheduler, kSchedulers);
-  if (c.warmup_ratio)
-    j["warmup_ratio"] = *c.warmup_ratio;
-  else
-    j["warmup_steps"] = c.warmup_steps;
-  j["weight_decay"] = c.weight_decay;
-  j["adam_beta1"] = c.adam_beta1;
-  j["adam_beta2"] = c.adam_beta2;
-  j["adam_epsilon"] = c.adam_epsilon;
-  j["max_grad_norm"] = c.max_grad_norm;
-  j["skip_nonfinite_steps"] = c.skip_nonfinite_steps;
-  j["gradient_checkpointing"] = c.gradient_checkpointing;
-  j["seed"] = c.seed;
-  j["output_dir"] = c.output_dir;
-  j["save_steps"] = c.save_steps;
-  j["save_total_limit"] = c.save_total_limit;
-  j["eval_steps"] = c.eval_steps;
-  j["logging_steps"] = c.logging_steps;
-  j["report_to"] = c.report_to_tensorboard ? "tensorboard" : "none";
-  j["logging_dir"] = optional(c.logging_dir);
-  j["num_threads"] = c.num_threads;
-  j["device"] = c.device;
-  j["precision"] = c.precision;
-  j["bf16_weight_copy"] = c.bf16_weight_copy;
-  j["max_device_memory"] =
-      c.max_device_memory > 0 ? format_memory_size(c.max_device_memory) : "auto";
-  j["max_runtime"] = optional(c.max_runtime_s > 0 ? std::to_string(c.max_runtime_s) + "s" : "");
-  j["ddp_timeout"] = c.ddp_timeout_s > 0 ? ordered_json(c.ddp_timeout_s) : ordered_json(nullptr);
-  j["ddp_reduction"] = c.ddp_reduction;
-  j["resume_from_checkpoint"] = optional(c.resume_from_checkpoint);
-  return j;
-}
-
-// A name like `cosine` or `q_proj` is written plain; anything else (paths, prompts, and words YAML
-// would read as something else) double-quoted.
-bool plain_word(const std::string& s) {
-  static const std::regex kWord("[a-z][a-z0-9_]*");
-  static const std::regex kYamlWord("y|n|yes|no|on|off|true|false|null");
-  return s.size() <= kMaxRegexText && std::regex_match(s, kWord) && !std::regex_match(s, kYamlWord);
-}
-
-void emit(YAML::Emitter& out, const nlohmann::ordered_json& v) {
-  using nlohmann::ordered_json;
-  switch (v.type()) {
-    case ordered_json::value_t::null:
-      out << YAML::Null;
-      break;
-    case ordered_json::value_t::boolean:
-      out << (v.get<bool>() ? "true" : "false");
-      break;
-    case ordered_json::value_t::number_integer:
-    case ordered_json::value_t::number_unsigned:
-      out << std::to_string(v.get<int64_t>());
-      break;
-    case ordered_json::value_t::number_float:
-      out << number_text(v.get<double>());
-      break;
-    case ordered_json::value_t::string: {
-      const std::string s = v.get<std::string>();
-      if (plain_word(s))
-        out << s;
-      else
-        out << YAML::DoubleQuoted << s;
-      break;
-    }
-    case ordered_json::value_t::array: {
-      const bool flat =
-          std::all_of(v.begin(), v.end(), [](const auto& x) { return x.is_primitive(); });
-      out << (flat ? YAML::Flow : YAML::Block) << YAML::BeginSeq;
-      for (const auto& x : v) emit(out, x);
-      out << YAML::EndSeq;
-      break;
-    }
-    case ordered_json::value_t::object:
-      out << YAML::BeginMap;
-      for (const auto& [k, x] : v.items()) {
-        out << YAML::Key << k << YAML::Value;
-        emit(out, x);
-      }
-      out << YAML::EndMap;
-      break;
-    default:
-      throw Internal("train_config: unexpected JSON value");
-  }
-}
-
-}  // namespace
 
 std::optional<int64_t> parse_duration_s(std::string_view text) {
   static const std::regex kDuration("([0-9]+[dhms])+|[0-9]+");
@@ -1181,18 +662,6 @@ std::string format_memory_size(double bytes) {
   else if (std::fmod(bytes, kMiB) == 0) std::snprintf(buf, sizeof buf, "%.0fMiB", bytes / kMiB);
   else std::snprintf(buf, sizeof buf, "%.0f", bytes);
   return buf;
-}
-
-nlohmann::json to_json(const TrainConfig& c) {
-  return nlohmann::json(resolved(c));
-}
-
-std::string to_yaml(const TrainConfig& c) {
-  YAML::Emitter out;
-  out << YAML::Comment("medtune train config, resolved (every key explicit; paths absolute)");
-  emit(out, resolved(c));
-  if (!out.good()) throw Internal("train_config: YAML emitter: " + out.GetLastError());
-  return std::string(out.c_str()) + "\n";
 }
 
 std::string logging_dir_of(const TrainConfig& c) {
