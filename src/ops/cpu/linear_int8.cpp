@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/int8_gemm.h"
 #include "core/quant_int8.h"
+#include "ops/cpu/balanced_blocks.h"
 #include "ops/linear.h"
 
 namespace medtune::ops {
@@ -94,8 +95,7 @@ void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const 
   // Threaded over blocks of weight rows: each row is read once and dotted with all N tokens (in
   // tiles of 4 tokens inside the row kernel, of 16 in the GEMM).
   const int64_t blocks = row_blocks(w, gemm);
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) dot_block(w, b, q, packed, N, y);
+  for_blocks_balanced(blocks, [&](int64_t b) { dot_block(w, b, q, packed, N, y); });
   add_bias(y, bias, N, w.rows);
 }
 
@@ -124,12 +124,11 @@ void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int
   int64_t first[kMaxMembers + 1] = {};
   for (int i = 0; i < n; ++i) first[i + 1] = first[i] + row_blocks(*outs[i].w, gemm[i]);
   const int64_t blocks = first[n];
-#pragma omp parallel for schedule(static)
-  for (int64_t g = 0; g < blocks; ++g) {
+  for_blocks_balanced(blocks, [&](int64_t g) {
     int i = 0;
     while (g >= first[i + 1]) ++i;
     dot_block(*outs[i].w, g - first[i], q, gemm[i] ? packed : nullptr, N, outs[i].y);
-  }
+  });
   for (int i = 0; i < n; ++i) add_bias(outs[i].y, outs[i].bias, N, outs[i].w->rows);
 }
 
