@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/quant.h"
+#include "ops/cpu/balanced_blocks.h"
 #include "ops/linear.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -131,8 +132,7 @@ bool forward_decoded_in_registers(float* y, const float* x, const StoredMatrix& 
   if (N > kRegisterDecodeMaxTokens || !dot_lanes8(w.dtype, w.data, w.row_bytes(), 0, probe, 1, K, nullptr))
     return false;
   const int64_t blocks = (R + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
+  for_blocks_balanced(blocks, [&](int64_t b) {
     const int64_t r0 = b * kRowBlock, r1 = std::min(R, r0 + kRowBlock);
     for (int64_t n = 0; n < N; n += 4) {
       const int m = static_cast<int>(std::min<int64_t>(4, N - n));
@@ -143,7 +143,7 @@ bool forward_decoded_in_registers(float* y, const float* x, const StoredMatrix& 
       for (int64_t j = 0; j < r1 - r0; ++j)
         for (int i = 0; i < m; ++i) y[(n + i) * R + r0 + j] = reduce_lanes(lanes + (j * m + i) * kLanes);
     }
-  }
+  });
   return true;
 }
 
