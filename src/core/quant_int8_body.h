@@ -263,8 +263,6 @@ void dot_tile_k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, 
   acc.store(kMinGroups<D>, y, y_stride);
 }
 
-// NF4, by half-block of 32: the codes (high nibble first) looked up in the int8 levels, signed
-// weights as Q8_0's; d_w = absmax / 127 (quant_int8.h).
 // NF4's int8 levels in both 128-bit halves, for nf4_values' lookup.
 inline __m256i nf4_level_table() {
   return _mm256_broadcastsi128_si256(
@@ -286,6 +284,8 @@ inline __m256i nf4_values(const uint8_t* w, int64_t b, __m256i levels, float* dw
       levels, _mm256_set_m128i(_mm_unpackhi_epi8(hi, lo), _mm_unpacklo_epi8(hi, lo)));
 }
 
+// NF4, by half-block of 32: the codes (high nibble first) looked up in the int8 levels, signed
+// weights as Q8_0's; d_w = absmax / 127 (quant_int8.h).
 template <int T>
 void dot_tile_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
   BlockAcc<T> acc;
