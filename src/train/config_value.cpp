@@ -2,13 +2,8 @@
 
 #include <charconv>
 #include <cmath>
-// GCC 12 with -fsanitize=address reports -Wmaybe-uninitialized inside libstdc++'s <regex>
-// (std::function moved in _NFA::_M_insert_subexpr_*): a false positive in the library, silenced
-// for the header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <regex>
-#pragma GCC diagnostic pop
+
+#include "core/std_regex.h"
 
 namespace medtune::train::config {
 

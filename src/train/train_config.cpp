@@ -12,13 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-// GCC 12 with -fsanitize=address reports -Wmaybe-uninitialized inside libstdc++'s <regex>
-// (std::function moved in _NFA::_M_insert_subexpr_*): a false positive in the library, silenced
-// for the header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <regex>
-#pragma GCC diagnostic pop
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -26,6 +19,7 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/std_regex.h"
 #include "core/suggest.h"
 #include "train/config_foreign_keys.h"
 #include "train/config_names.h"

@@ -5,17 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
-// GCC 12 with -fsanitize=address reports -Wmaybe-uninitialized inside libstdc++'s <regex>
-// (std::function moved in _NFA::_M_insert_subexpr_*): a false positive in the library, silenced
-// for the header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <regex>
-#pragma GCC diagnostic pop
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/std_regex.h"
 #include "train/config_names.h"
 #include "train/config_value.h"
 #include "train/train_config.h"
