@@ -43,7 +43,8 @@ double products_per_second() {
     const __m256i w[3] = {w0, w1, w2}, x[2] = {x0, x1};
 #pragma GCC unroll 3
     for (int i = 0; i < 3; ++i) {
-      const __m256i aw = _mm256_sign_epi8(w[i], w[i]);  // |w|: once per row, as in the GEMM
+      // |w|, the signed form's: once per row, as in the GEMM (the other forms take w as it is)
+      const __m256i aw = F == Form::kSigned ? _mm256_sign_epi8(w[i], w[i]) : w[i];
 #pragma GCC unroll 2
       for (int v = 0; v < 2; ++v) {
         if constexpr (F == Form::kSigned)
