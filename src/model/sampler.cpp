@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
+
+#include "core/error.h"
 
 namespace medtune::model {
 
@@ -13,7 +16,37 @@ int32_t argmax(const float* x, int64_t n) {
   return static_cast<int32_t>(best);
 }
 
-int32_t Sampler::next(const float* logits, int64_t V) {
+bool Sampler::adjusts() const {
+  return !p_.logit_bias.empty() || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f;
+}
+
+const float* Sampler::adjusted(const float* logits, int64_t V) {
+  // Each adjusted token's change in double (bias minus penalty), added to its logit and rounded
+  // to float once.
+  std::unordered_map<int32_t, double> delta;
+  for (const auto& [id, bias] : p_.logit_bias) delta[id] += static_cast<double>(bias);
+  for (const auto& [id, count] : counts_)
+    delta[id] -= static_cast<double>(p_.frequency_penalty) * static_cast<double>(count) +
+                 static_cast<double>(p_.presence_penalty);
+  adjusted_.assign(logits, logits + V);
+  for (const auto& [id, d] : delta) {
+    if (id < 0 || id >= V)
+      throw Internal("Sampler: logit_bias token id " + std::to_string(id) +
+                     " is outside the vocabulary of " + std::to_string(V));
+    adjusted_[static_cast<size_t>(id)] = static_cast<float>(static_cast<double>(logits[id]) + d);
+  }
+  return adjusted_.data();
+}
+
+int32_t Sampler::next(const float* model_logits, int64_t V) {
+  const bool adjust = adjusts();
+  const float* logits = adjust ? adjusted(model_logits, V) : model_logits;
+  const int32_t id = choose(logits, V);
+  if (p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) ++counts_[id];
+  return id;
+}
+
+int32_t Sampler::choose(const float* logits, int64_t V) {
   if (p_.temperature <= 0.0f) return argmax(logits, V);
   // Candidates sorted by logit, descending; top-k then top-p keep a prefix of them.
   std::vector<int32_t> idx(static_cast<size_t>(V));
