@@ -72,7 +72,7 @@ class FuzzServer : public httplib::Server {
     const medtune::serve::RequestLimits lim;
     Post("/v1/chat/completions", [lim](const httplib::Request& req, httplib::Response& res) {
       try {
-        medtune::serve::decode_chat_request(req.body, lim);
+        medtune::serve::decode_chat_request(req.body, lim, kVocab);
         res.status = 200;
       } catch (const medtune::serve::ApiError& e) {
         res.status = e.status();

@@ -6,6 +6,7 @@
 // The HTTP parsing in front of it is cpp-httplib's (Debian's libcpp-httplib, fuzzed upstream
 // under OSS-Fuzz); this target covers the code that is ours.
 // Seed corpus: fuzz/corpus/serve_request/. How to build and run: fuzz/README.md.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +32,14 @@ void check_sampling(const medtune::serve::SamplingRequest& s, const medtune::ser
   if (s.max_tokens && (*s.max_tokens < 0 || *s.max_tokens > lim.max_tokens)) broken("max_tokens out of range");
   if (!(s.temperature >= 0 && s.temperature <= 2) || !(s.top_p >= 0 && s.top_p <= 1)) broken("sampling range");
   if (s.include_usage && !s.stream) broken("include_usage without stream");
+  if (!(std::fabs(s.presence_penalty) <= 2) || !(std::fabs(s.frequency_penalty) <= 2))
+    broken("penalty range");
+  for (size_t i = 0; i < s.logit_bias.size(); ++i) {
+    const auto [id, bias] = s.logit_bias[i];
+    if (id < 0 || id >= kVocab || (i > 0 && id <= s.logit_bias[i - 1].first))
+      broken("logit_bias ids");
+    if (!(std::fabs(bias) <= 100)) broken("logit_bias range");
+  }
 }
 
 }  // namespace
@@ -39,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   const medtune::serve::RequestLimits lim;
   try {
-    const auto r = medtune::serve::decode_chat_request(body, lim);
+    const auto r = medtune::serve::decode_chat_request(body, lim, kVocab);
     if (r.messages.empty() || static_cast<int64_t>(r.messages.size()) > lim.max_messages) broken("messages count");
     for (const auto& m : r.messages)
       if (m.role != "system" && m.role != "user" && m.role != "assistant") broken("role");

@@ -230,7 +230,8 @@ void HttpServer::routes() {
     };
   };
   s.Post("/v1/chat/completions", completion_route([this](const std::string& body) {
-           return service_.prepare(decode_chat_request(body, service_.limits()));
+           return service_.prepare(
+               decode_chat_request(body, service_.limits(), service_.vocab_size()));
          }));
   s.Post("/v1/completions", completion_route([this](const std::string& body) {
            return service_.prepare(decode_completion_request(body, service_.limits(), service_.vocab_size()));

@@ -1,8 +1,10 @@
 #include "serve/request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace medtune::serve {
 
@@ -81,7 +83,85 @@ float get_number(const json& v, const std::string& param, double lo, double hi) 
   return static_cast<float>(d);
 }
 
-SamplingRequest decode_sampling(const json& j, const RequestLimits& lim, bool chat) {
+// OpenAI's logit_bias: {"token id": bias}, the id a decimal string (no sign, no leading zeros, so
+// that two keys never name one token), the bias a number in [-100, 100].
+std::vector<std::pair<int32_t, float>> decode_logit_bias(const json& v, int64_t vocab_size) {
+  if (!v.is_object())
+    throw invalid_request(std::string("logit_bias must be an object, got ") + type_name(v),
+                          "logit_bias");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, value] : v.items()) {
+    const std::string p = "logit_bias[\"" + key + "\"]";
+    const bool canonical = !key.empty() && key.size() <= 10 &&
+                           key.find_first_not_of("0123456789") == std::string::npos &&
+                           (key == "0" || key[0] != '0');
+    const int64_t id = canonical ? std::stoll(key) : -1;
+    if (id < 0 || id >= vocab_size)
+      throw invalid_request("logit_bias keys must be token ids in [0, " +
+                                std::to_string(vocab_size - 1) + "], got \"" + key + "\"",
+                            "logit_bias");
+    out.emplace_back(static_cast<int32_t>(id), get_number(value, p, -100, 100));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Parameters of OpenAI's API, llama-server's and vLLM's that change what is generated and that this
+// server does not implement, each with the one value that asks for nothing (accepted, so that
+// clients sending defaults keep working). Any other value is refused by name: ignored, it would
+// give a reply that looks like an answer to the request and is not.
+struct Unimplemented {
+  const char* name;
+  const char* asks_for;  // what a caller sending it wants, for the message
+  const char* no_op;     // the accepted value as JSON text; null: none is
+};
+constexpr Unimplemented kUnimplemented[] = {
+    {"response_format", "structured output (JSON mode or a JSON schema)", R"({"type":"text"})"},
+    {"tools", "tool calls", "[]"},
+    {"tool_choice", "tool calls", R"("none")"},
+    {"functions", "function calls", "[]"},
+    {"function_call", "function calls", R"("none")"},
+    {"suffix", "insertion (text after the completion)", R"("")"},
+    {"audio", "audio output", nullptr},
+    {"modalities", "output other than text", R"(["text"])"},
+    {"min_p", "min-p sampling", "0"},
+    {"typical_p", "typical sampling", "1"},
+    {"repetition_penalty",
+     "a repetition penalty (presence_penalty and frequency_penalty are implemented)", "1"},
+    {"repeat_penalty",
+     "a repetition penalty (presence_penalty and frequency_penalty are implemented)", "1"},
+    {"mirostat", "mirostat sampling", "0"},
+    {"ignore_eos", "generation past the end-of-sequence token", "false"},
+    {"min_tokens", "a minimum number of generated tokens", "0"},
+    {"grammar", "output constrained by a grammar", nullptr},
+    {"json_schema", "output constrained by a JSON schema", nullptr},
+    {"guided_json", "output constrained by a JSON schema", nullptr},
+    {"guided_regex", "output constrained by a regular expression", nullptr},
+    {"guided_choice", "output constrained to a list of choices", nullptr},
+    {"guided_grammar", "output constrained by a grammar", nullptr},
+    {"structured_outputs", "constrained output", nullptr},
+};
+
+void refuse_unimplemented(const json& j) {
+  for (const Unimplemented& u : kUnimplemented) {
+    const json* v = field(j, u.name);
+    if (v == nullptr) continue;
+    // Numbers compare by value (1 and 1.0 are the same request).
+    const json accepted = u.no_op != nullptr ? json::parse(u.no_op) : json();
+    const bool no_op =
+        u.no_op != nullptr && (*v == accepted || (v->is_number() && accepted.is_number() &&
+                                                  v->get<double>() == accepted.get<double>()));
+    if (no_op) continue;
+    throw invalid_request(std::string(u.name) + " asks for " + u.asks_for +
+                              ", which this server does not implement" +
+                              (u.no_op != nullptr ? std::string("; leave it out or send ") + u.no_op
+                                                  : std::string("; leave it out")),
+                          u.name);
+  }
+}
+
+SamplingRequest decode_sampling(const json& j, const RequestLimits& lim, bool chat,
+                                int64_t vocab_size) {
   SamplingRequest s;
   // max_completion_tokens is the chat API's newer name; it wins when both are given, as OpenAI's.
   for (const char* name : {"max_tokens", "max_completion_tokens"}) {
@@ -91,10 +171,22 @@ SamplingRequest decode_sampling(const json& j, const RequestLimits& lim, bool ch
   if (const json* v = field(j, "temperature")) s.temperature = get_number(*v, "temperature", 0, 2);
   if (const json* v = field(j, "top_p")) s.top_p = get_number(*v, "top_p", 0, 1);
   if (const json* v = field(j, "top_k")) s.top_k = get_int(*v, "top_k", 0, std::numeric_limits<int32_t>::max());
+  if (const json* v = field(j, "presence_penalty"))
+    s.presence_penalty = get_number(*v, "presence_penalty", -2, 2);
+  if (const json* v = field(j, "frequency_penalty"))
+    s.frequency_penalty = get_number(*v, "frequency_penalty", -2, 2);
+  if (const json* v = field(j, "logit_bias")) s.logit_bias = decode_logit_bias(*v, vocab_size);
   if (const json* v = field(j, "seed"))
     s.seed = static_cast<uint64_t>(get_int(*v, "seed", std::numeric_limits<int64_t>::min(),
                                            std::numeric_limits<int64_t>::max()));
   if (const json* v = field(j, "n")) s.n = get_int(*v, "n", 1, lim.max_n);
+  // best_of draws that many and returns the n most likely: the same as n choices only when equal.
+  if (const json* v = field(j, "best_of");
+      v != nullptr && get_int(*v, "best_of", 1, lim.max_n) != s.n)
+    throw invalid_request(
+        "best_of other than n asks for the most likely of several samples, which this server does "
+        "not implement; leave it out or send best_of equal to n",
+        "best_of");
   if (const json* v = field(j, "stream")) s.stream = get_bool(*v, "stream");
   if (const json* v = field(j, "stream_options")) {
     if (!v->is_object()) throw invalid_request(std::string("stream_options must be an object, got ") + type_name(*v), "stream_options");
@@ -163,7 +255,8 @@ std::vector<int32_t> decode_token_ids(const json& arr, const std::string& param,
 
 }  // namespace
 
-ChatRequest decode_chat_request(std::string_view body, const RequestLimits& limits) {
+ChatRequest decode_chat_request(std::string_view body, const RequestLimits& limits,
+                                int64_t vocab_size) {
   const json j = parse_object(body);
   ChatRequest r;
   r.model = decode_model(j);
@@ -193,7 +286,8 @@ ChatRequest decode_chat_request(std::string_view body, const RequestLimits& limi
     msg.content = decode_content(*content, p + ".content");
     r.messages.push_back(std::move(msg));
   }
-  r.sampling = decode_sampling(j, limits, /*chat=*/true);
+  r.sampling = decode_sampling(j, limits, /*chat=*/true, vocab_size);
+  refuse_unimplemented(j);
   if (const json* v = field(j, "logprobs")) r.logprobs = get_bool(*v, "logprobs");
   if (const json* v = field(j, "top_logprobs")) {
     r.top_logprobs = get_int(*v, "top_logprobs", 0, limits.max_top_logprobs);
@@ -238,7 +332,8 @@ CompletionRequest decode_completion_request(std::string_view body, const Request
   for (size_t i = 0; i < r.prompt_ids.size(); ++i)
     if (r.prompt_ids[i].empty())
       throw invalid_request("prompt[" + std::to_string(i) + "] has no tokens", "prompt");
-  r.sampling = decode_sampling(j, limits, /*chat=*/false);
+  r.sampling = decode_sampling(j, limits, /*chat=*/false, vocab_size);
+  refuse_unimplemented(j);
   if (const json* v = field(j, "echo")) r.echo = get_bool(*v, "echo");
   if (const json* v = field(j, "logprobs")) {
     // The legacy API's logprobs is a count; true/false (the chat form) is accepted as 1/none.

@@ -1,13 +1,17 @@
 // The OpenAI request bodies the server accepts, decoded into typed structs at the edge. Every
 // field is checked for type and range against the server's limits; anything wrong throws
-// ApiError 400 naming the field (OpenAI's `param`). Unknown fields are ignored, as OpenAI and
-// llama-server do, so newer clients keep working.
+// ApiError 400 naming the field (OpenAI's `param`). A known parameter that would change what is
+// generated and that the server does not implement (response_format, tools, a grammar, min_p,
+// ...) is refused the same way unless its value is the one that changes nothing: a caller who
+// asks for JSON or a tool call must not get free text that looks like an answer. Other unknown
+// fields are ignored, as llama-server does, so newer clients keep working.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "serve/api_error.h"
@@ -31,6 +35,10 @@ struct SamplingRequest {
   float temperature = 1.0f;           // OpenAI's default; 0 = greedy
   float top_p = 1.0f;
   int64_t top_k = 0;                  // llama-server's extension; 0 = off
+  float presence_penalty = 0.0f;      // OpenAI's, in [-2, 2] (model::SamplingParams)
+  float frequency_penalty = 0.0f;     // OpenAI's, in [-2, 2]
+  std::vector<std::pair<int32_t, float>>
+      logit_bias;                     // (token id, bias in [-100, 100]), ids ascending
   std::optional<uint64_t> seed;       // absent: a random seed per request
   std::vector<std::string> stop;
   int64_t n = 1;
@@ -63,8 +71,10 @@ struct CompletionRequest {
   size_t prompt_count() const { return prompts.empty() ? prompt_ids.size() : prompts.size(); }
 };
 
-// Throws ApiError 400 for invalid JSON or any invalid field. `vocab_size` bounds token ids.
-ChatRequest decode_chat_request(std::string_view body, const RequestLimits& limits);
+// Throws ApiError 400 for invalid JSON or any invalid field. `vocab_size` bounds token ids (the
+// prompt's and logit_bias's).
+ChatRequest decode_chat_request(std::string_view body, const RequestLimits& limits,
+                                int64_t vocab_size);
 CompletionRequest decode_completion_request(std::string_view body, const RequestLimits& limits,
                                             int64_t vocab_size);
 

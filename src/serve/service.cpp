@@ -138,6 +138,9 @@ std::shared_ptr<Job> Service::start_choice(const PreparedRequest& p, size_t prom
   spec.sampling.temperature = p.sampling.temperature;
   spec.sampling.top_p = p.sampling.top_p;
   spec.sampling.top_k = p.sampling.top_k;
+  spec.sampling.presence_penalty = p.sampling.presence_penalty;
+  spec.sampling.frequency_penalty = p.sampling.frequency_penalty;
+  spec.sampling.logit_bias = p.sampling.logit_bias;
   spec.sampling.seed = p.seed + static_cast<uint64_t>(index);
   spec.stop_ids = stop_ids_;
   spec.top_logprobs = p.top_logprobs;

@@ -5,11 +5,14 @@ argv: BASE_URL API_KEY BASE_MODEL RUN_ID GENERATE_BASE_JSON GENERATE_TUNED_JSON
   - chat (greedy) gives the same tokens as `medtune generate --chat --json`, base and adapter;
   - streaming with include_usage: the deltas join to the same text, [DONE] ends it, usage comes last;
   - stop strings cut the text before the stop; n and seed: reproducible choices;
+  - logit_bias forces and bans tokens; presence/frequency penalties choose as OpenAI's formula says
+    on the reported log-probs (which stay the model's own);
   - chat logprobs/top_logprobs and completions logprobs with echo (lm-eval's request) agree with
     each other: a token's log-prob is the same whether it was generated or echoed back;
   - the adapter's provenance (system_fingerprint, header) is its training run's identity;
   - concurrent base and adapter requests each get their own model's answer (no adapter leaks);
-  - errors: 401, 404 unknown model, 400 for invalid fields and over-long prompts;
+  - errors: 401, 404 unknown model, 400 for invalid fields, unimplemented parameters
+    (response_format JSON) and over-long prompts;
   - a client that drops a stream frees the engine (the next request runs); one that hangs up on a
     non-streamed request gets its job cancelled (status 499, fewer tokens than asked);
   - greedy n choices (run together in the engine) each equal the answer alone.
@@ -104,6 +107,42 @@ for e in content:
     check(abs(e.logprob - e.top_logprobs[0].logprob) < 1e-6, f"greedy token is not the top: {e}")
     check(e.logprob <= 0, "logprob > 0")
 
+# logit_bias and the penalties, OpenAI's semantics through its client. +100 forces a token; -100
+# on the greedy first token leaves its runner-up (the log-probs reported are the model's own).
+tok = post("/tokenize", {"prompt": "The heart has four", "add_special_tokens": False})["tokens"]
+forced = client.completions.create(model=base_model, prompt=tok, max_tokens=4, temperature=0,
+                                   logit_bias={str(tok[1]): 100})
+want = post("/detokenize", {"tokens": [tok[1]] * 4})["prompt"]
+check(forced.choices[0].text == want, f"logit_bias +100: {forced.choices[0].text!r} != {want!r}")
+plain = client.completions.create(model=base_model, prompt=tok, max_tokens=1, temperature=0, logprobs=5)
+first = plain.choices[0].logprobs.tokens[0]
+ranked = sorted(plain.choices[0].logprobs.top_logprobs[0].items(), key=lambda kv: -kv[1])
+first_id = post("/tokenize", {"prompt": first, "add_special_tokens": False})["tokens"]
+if len(first_id) == 1 and len(ranked) >= 2 and ranked[0][1] - ranked[1][1] > 1e-4:
+    banned = client.completions.create(model=base_model, prompt=tok, max_tokens=1, temperature=0, logprobs=5,
+                                       logit_bias={str(first_id[0]): -100})
+    got = banned.choices[0].logprobs.tokens[0]
+    check(got == ranked[1][0], f"logit_bias -100 on {first!r}: got {got!r}, not the runner-up {ranked[1][0]!r}")
+    check(banned.choices[0].logprobs.top_logprobs[0] == plain.choices[0].logprobs.top_logprobs[0],
+          "logit_bias changed the reported log-probs (they are the model's)")
+# Greedy with penalties: each token is the argmax, over the reported top 20 (which must hold it:
+# at most 10 tokens carry a penalty), of log-prob - frequency * count - presence * (count > 0),
+# counting the tokens chosen before.
+for presence, frequency in [(2.0, 0.0), (0.0, 1.5), (0.5, 2.0)]:
+    r = client.completions.create(model=base_model, prompt=tok, max_tokens=10, temperature=0, logprobs=20,
+                                  presence_penalty=presence, frequency_penalty=frequency)
+    lp = r.choices[0].logprobs
+    counts = {}
+    for step, chosen in enumerate(lp.tokens):
+        adjusted = {t: v - frequency * counts.get(t, 0) - (presence if counts.get(t, 0) else 0.0)
+                    for t, v in lp.top_logprobs[step].items()}
+        best = max(adjusted.values())
+        check(chosen in adjusted and adjusted[chosen] >= best - 1e-4,
+              f"penalties {presence}/{frequency}, step {step}: chose {chosen!r}, adjusted {adjusted}")
+        counts[chosen] = counts.get(chosen, 0) + 1
+    if (presence, frequency) == (2.0, 0.0):
+        check(len(set(lp.tokens)) >= 2, f"presence_penalty 2 repeated one token: {lp.tokens}")
+
 # Completions: generated tokens' log-probs equal the echoed ones (lm-eval's loglikelihood request).
 # Tolerance 1e-4: the generated ones come from one-token passes over the KV cache, the echoed
 # from one pass over the whole prompt; float32 sums in another order (~1e-6 here).
@@ -159,6 +198,13 @@ check(e.body["code"] == "model_not_found", f"404 body {e.body}")
 e = raises(openai.BadRequestError, lambda: client.chat.completions.create(
     model=base_model, messages=[{"role": "user", "content": "x"}], temperature=5), "temperature 5")
 check(e.body["param"] == "temperature", f"400 body {e.body}")
+e = raises(openai.BadRequestError, lambda: client.chat.completions.create(
+    model=base_model, messages=[{"role": "user", "content": "x"}], response_format={"type": "json_object"}),
+    "response_format json_object")
+check(e.body["param"] == "response_format" and "does not implement" in e.body["message"], f"400 body {e.body}")
+e = raises(openai.BadRequestError, lambda: client.chat.completions.create(
+    model=base_model, messages=[{"role": "user", "content": "x"}], logit_bias={"99999999": 5}), "logit_bias id")
+check(e.body["param"] == "logit_bias", f"400 body {e.body}")
 e = raises(openai.BadRequestError, lambda: client.completions.create(
     model=base_model, prompt="word " * 300, max_tokens=4), "over-long prompt")
 check("maximum context length" in e.body["message"], f"400 body {e.body}")
