@@ -1,10 +1,14 @@
-// medtune generate MODEL -p TEXT [--chat] [--system S] [--adapter DIR] [-n N] [--temperature T] [--top-k K]
-//                  [--top-p P] [--seed S] [--device cpu|gpu|gpu:N] [--precision fp32|bf16|int8|auto] [--json] [-q]
+// medtune generate MODEL -p TEXT [--chat] [--system S] [--adapter DIR] [-n N] [--temperature T]
+//                  [--top-k K] [--top-p P] [--seed S] [--presence-penalty P] [--frequency-penalty F]
+//                  [--logit-bias ID+B ...] [--device cpu|gpu|gpu:N] [--precision fp32|bf16|int8|auto]
+//                  [--json] [-q]
 // Streams the answer to stdout as it is produced, never splitting a UTF-8 character, then prints
 // the prompt and decode timings and why it stopped on stderr (as llama.cpp prints its timings).
 // With --json, prints one JSON object instead: the text, the tokens, the stop reason and the timings.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -52,6 +56,35 @@ std::string timings_line(const model::GenerateStats& s) {
   return buf;
 }
 
+// llama.cpp's --logit-bias form, one token each: its id and a signed bias, "15043+1" or
+// "15043-100"; the bias within OpenAI's [-100, 100], the id within the model's vocabulary.
+std::vector<std::pair<int32_t, float>> parse_logit_biases(const std::vector<std::string>& specs,
+                                                          int64_t vocab) {
+  std::vector<std::pair<int32_t, float>> out;
+  for (const std::string& spec : specs) {
+    const size_t sign = spec.find_first_of("+-");
+    const std::string id_text = spec.substr(0, sign);
+    const bool id_ok = !id_text.empty() && id_text.size() <= 10 &&
+                       id_text.find_first_not_of("0123456789") == std::string::npos;
+    char* end = nullptr;
+    const double bias = sign == std::string::npos ? std::numeric_limits<double>::quiet_NaN()
+                                                  : std::strtod(spec.c_str() + sign, &end);
+    if (!id_ok || sign == std::string::npos || *end != '\0' || !(bias >= -100 && bias <= 100))
+      throw BadInput("--logit-bias '" + spec +
+                     "': expected TOKEN_ID followed by a signed bias from -100 to 100, as "
+                     "llama.cpp's (15043+1, 15043-100)");
+    const int64_t id = std::stoll(id_text);
+    if (id >= vocab)
+      throw BadInput("--logit-bias '" + spec + "': token id " + id_text +
+                     " is outside the vocabulary (ids 0 to " + std::to_string(vocab - 1) +
+                     "; `medtune tokenize MODEL TEXT` prints a text's ids)");
+    for (const auto& [seen, b] : out)
+      if (seen == id) throw BadInput("--logit-bias names token " + id_text + " twice");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
@@ -63,6 +96,7 @@ void add_generate_command(CLI::App& app) {
     bool chat = false, check_tensors = false, json = false, quiet = false;
     int64_t max_new_tokens = 128, ctx_size = 0;
     model::SamplingParams sampling;
+    std::vector<std::string> logit_bias;  // --logit-bias, checked against the vocabulary later
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt (or answer it with the chat template)");
@@ -83,6 +117,17 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", args->sampling.top_k, "Sample among the k most likely tokens (0 = all)")->check(integer_in(0, INT32_MAX));
   cmd->add_option("--top-p", args->sampling.top_p, "Nucleus sampling threshold")->check(number_in(0, 1));
   cmd->add_option("--seed", args->sampling.seed, "Random seed for sampling")->check(integer_in(0));
+  cmd->add_option("--presence-penalty", args->sampling.presence_penalty,
+                  "Subtracted once from the logit of every token generated before (OpenAI's "
+                  "presence_penalty)")
+      ->check(number_in(-2, 2));
+  cmd->add_option("--frequency-penalty", args->sampling.frequency_penalty,
+                  "Subtracted from a token's logit once per time it was generated before (OpenAI's "
+                  "frequency_penalty)")
+      ->check(number_in(-2, 2));
+  cmd->add_option("--logit-bias", args->logit_bias,
+                  "TOKEN_ID+BIAS or TOKEN_ID-BIAS: added to that token's logit at every step "
+                  "(repeatable; -100 bans it)");
   cmd->add_option("-c,--ctx-size", args->ctx_size,
                   "Context length: prompt + generated tokens (default and maximum: the model's max_position_embeddings)")
       ->check(integer_in(1));
@@ -94,6 +139,8 @@ void add_generate_command(CLI::App& app) {
   cmd->callback([args] {
     const backend::Device device = backend::parse_device(args->device, "--device");
     backend::parse_inference_precision(args->precision, device, false, "--precision");  // a bad value, refused before the model is read
+    // The biases' form, refused before the model is read (their ids once it is).
+    parse_logit_biases(args->logit_bias, std::numeric_limits<int64_t>::max());
     if (!args->system.empty() && !args->chat)
       throw BadInput("--system is a chat message: it needs --chat (without it the prompt is plain text)");
     for (const auto& [name, text] : {std::pair<const char*, const std::string*>{"--prompt", &args->prompt},
@@ -148,6 +195,7 @@ void add_generate_command(CLI::App& app) {
     model::GenerateOptions opt;
     opt.max_new_tokens = max_new;
     opt.sampling = args->sampling;
+    opt.sampling.logit_bias = parse_logit_biases(args->logit_bias, model.config().vocab_size);
     for (int64_t id : model.config().eos_token_ids) opt.stop_ids.push_back(id);
     if (tok->eos_id() >= 0) opt.stop_ids.push_back(tok->eos_id());
     tokenizer::StreamDecoder stream(*tok, /*skip_special=*/true);

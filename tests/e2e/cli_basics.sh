@@ -40,6 +40,15 @@ if [ -n "$MODEL" ] && [ -f "$MODEL" ]; then
     "$MT" generate "$MODEL" -p "The heart has four" -n 4 --json
   expect 0 '"stop_reason": "stop_token",.*"stopped_by": "the model produced its stop token <\|im_end\|> \(id 2\)"' -- \
     "$MT" generate "$MODEL" -p "Hi" --chat -n 64 --json
+  # Sampling adjustments (OpenAI's, llama.cpp's --logit-bias form): +100 on " chambers" (id 18958)
+  # gives only it; bad forms and ids outside the vocabulary exit 2 naming the option.
+  expect 0 '"text": " chambers chambers chambers"' -- \
+    "$MT" generate "$MODEL" -p "The heart has four" -n 3 --json --logit-bias 18958+100
+  expect 0 "." -- "$MT" generate "$MODEL" -p "The heart has four" -n 4 --presence-penalty 2 --frequency-penalty -1
+  expect 2 "--logit-bias '18958': expected TOKEN_ID followed by a signed bias" -- \
+    "$MT" generate "$MODEL" -p "x" -n 2 --logit-bias 18958
+  expect 2 "token id 49152 is outside the vocabulary" -- "$MT" generate "$MODEL" -p "x" -n 2 --logit-bias 49152-5
+  expect 2 "--frequency-penalty: must be a number from -2 to 2" -- "$MT" generate "$MODEL" -p "x" --frequency-penalty 2.5
   # --precision auto: int8 for this quantized base where the int8 kernels are vector ones (the
   # build's x86-64-v3 baseline has AVX2), fp32 when they are capped to the scalar reference.
   expect 0 '"precision": "int8"' -- "$MT" generate "$MODEL" -p "The heart has four" -n 2 --json
