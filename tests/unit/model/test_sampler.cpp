@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/error.h"
@@ -114,4 +115,47 @@ TEST(Sampler, ABiasOutsideTheVocabularyIsAnInternalError) {
   p.logit_bias = {{4, 1.0f}};
   model::Sampler s(p);
   EXPECT_THROW(s.next(kLogits.data(), 4), Internal);
+}
+
+TEST(Sampler, TopKAndTopPKeepTheMostLikelyPrefix) {
+  model::SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 11;
+  const std::vector<float> l{0.0f, 1.0f, 0.5f, 0.9f, -1.0f};  // ranked 1, 3, 2, 0, 4
+  p.top_k = 1;
+  for (int32_t id : run(p, l, 200)) EXPECT_EQ(id, 1);
+  p.top_k = 2;
+  std::vector<int> seen(5, 0);
+  for (int32_t id : run(p, l, 400)) ++seen[static_cast<size_t>(id)];
+  EXPECT_GT(seen[1], 0);
+  EXPECT_GT(seen[3], 0);
+  EXPECT_EQ(seen[0] + seen[2] + seen[4], 0);
+  // Probabilities e^l / sum: 0.122, 0.332, 0.201, 0.300, 0.045. top_p 0.6 keeps 1 and 3 (0.632),
+  // top_p 0.3 keeps 1 alone (0.332 reaches it).
+  p.top_k = 0;
+  p.top_p = 0.6f;
+  seen.assign(5, 0);
+  for (int32_t id : run(p, l, 400)) ++seen[static_cast<size_t>(id)];
+  EXPECT_EQ(seen[0] + seen[2] + seen[4], 0);
+  EXPECT_GT(seen[1] * seen[3], 0);
+  p.top_p = 0.3f;
+  for (int32_t id : run(p, l, 200)) EXPECT_EQ(id, 1);
+}
+
+TEST(Sampler, DrawsFollowTheSoftmaxAtTheTemperature) {
+  // 20000 draws at temperature 0.5 from logits (0, 0.5, 1): p = softmax(2 l) = 0.090, 0.245,
+  // 0.665. Each frequency's standard deviation is at most sqrt(0.25 / 20000) = 0.0035; 5 of them
+  // is the bound (the seed is fixed, so the test is deterministic; the bound is how far a correct
+  // sampler's frequencies stray for about one seed in two million, per token).
+  model::SamplingParams p;
+  p.temperature = 0.5f;
+  p.seed = 2024;
+  const std::vector<float> l{0.0f, 0.5f, 1.0f};
+  const int n = 20000;
+  std::vector<int> seen(3, 0);
+  for (int32_t id : run(p, l, n)) ++seen[static_cast<size_t>(id)];
+  const double z = std::exp(0.0) + std::exp(1.0) + std::exp(2.0);
+  const double want[3] = {1.0 / z, std::exp(1.0) / z, std::exp(2.0) / z};
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(static_cast<double>(seen[static_cast<size_t>(i)]) / n, want[i], 5 * 0.0035) << "token " << i;
 }
