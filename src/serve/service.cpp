@@ -7,7 +7,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "serve/text_stream.h"
+#include "tokenizer/text_stream.h"
 #include "tokenizer/utf8.h"
 
 namespace medtune::serve {
@@ -155,7 +155,7 @@ Service::Choice Service::collect_choice(
     const PreparedRequest& p, size_t prompt_index, Job& job,
     const std::function<bool(const std::string&, const TokenLogprob*)>& on_delta) const {
   Choice c;
-  TextStream text(tok_, p.sampling.stop);
+  tokenizer::TextStream text(tok_, p.sampling.stop);
   bool cancelled = false;
   Job::Event ev;
   while (job.next(ev)) {

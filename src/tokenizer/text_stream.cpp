@@ -1,8 +1,8 @@
-#include "serve/text_stream.h"
+#include "tokenizer/text_stream.h"
 
 #include <algorithm>
 
-namespace medtune::serve {
+namespace medtune::tokenizer {
 
 std::string TextStream::push(int32_t id) {
   if (stopped_) return {};
@@ -47,4 +47,4 @@ std::string TextStream::finish() {
   return out;
 }
 
-}  // namespace medtune::serve
+}  // namespace medtune::tokenizer

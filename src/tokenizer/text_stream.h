@@ -1,7 +1,7 @@
-// Generated tokens to the text a client sees: whole UTF-8 characters only (StreamDecoder), cut
-// before the first `stop` string, which is never shown (OpenAI's rule). While the text ends in
-// what could still become a stop string, that tail is held back, so a streamed answer never shows
-// the first half of a stop string that then completes.
+// Generated tokens to the text a reader sees (a server's client, `generate`'s terminal): whole
+// UTF-8 characters only (StreamDecoder), cut before the first `stop` string, which is never shown
+// (OpenAI's rule). While the text ends in what could still become a stop string, that tail is held
+// back, so a streamed answer never shows the first half of a stop string that then completes.
 #pragma once
 
 #include <string>
@@ -9,11 +9,11 @@
 
 #include "tokenizer/stream_decoder.h"
 
-namespace medtune::serve {
+namespace medtune::tokenizer {
 
 class TextStream {
  public:
-  TextStream(const tokenizer::Tokenizer& tok, std::vector<std::string> stops)
+  TextStream(const Tokenizer& tok, std::vector<std::string> stops)
       : decoder_(tok, /*skip_special=*/true), stops_(std::move(stops)) {}
 
   // The text that `id` makes safe to show (often empty). After a stop string, stopped() is true
@@ -26,10 +26,10 @@ class TextStream {
  private:
   std::string release();  // pending_ minus its longest tail that begins a stop string
 
-  tokenizer::StreamDecoder decoder_;
+  StreamDecoder decoder_;
   std::vector<std::string> stops_;
   std::string pending_;  // decoded, not yet shown
   bool stopped_ = false;
 };
 
-}  // namespace medtune::serve
+}  // namespace medtune::tokenizer

@@ -2,19 +2,19 @@
 // first stop string, and no prefix of a stop string is shown before it is known not to complete.
 #include <gtest/gtest.h>
 
-#include "serve/text_stream.h"
+#include "tokenizer/text_stream.h"
 #include "tokenizer/tokenizer.h"
 
-namespace medtune::serve {
+namespace medtune::tokenizer {
 namespace {
 
-std::unique_ptr<tokenizer::Tokenizer> smollm2() {
-  return tokenizer::Tokenizer::from_tokenizer_json(std::string(MEDTUNE_SOURCE_DIR) +
+std::unique_ptr<Tokenizer> smollm2() {
+  return Tokenizer::from_tokenizer_json(std::string(MEDTUNE_SOURCE_DIR) +
                                                   "/tests/fixtures/tokenizer/smollm2/tokenizer.json");
 }
 
 // Pushes every token of `text`; returns what was shown token by token, and the whole.
-std::vector<std::string> run(const tokenizer::Tokenizer& tok, const std::string& text,
+std::vector<std::string> run(const Tokenizer& tok, const std::string& text,
                              const std::vector<std::string>& stops, std::string& all, bool& stopped) {
   TextStream s(tok, stops);
   std::vector<std::string> shown;
@@ -74,4 +74,4 @@ TEST(TextStream, AStopStringThatIsTheWholeTextLeavesNothing) {
 }
 
 }  // namespace
-}  // namespace medtune::serve
+}  // namespace medtune::tokenizer
