@@ -1,7 +1,7 @@
 // medtune generate MODEL -p TEXT [--chat] [--system S] [--adapter DIR] [-n N] [--temperature T]
-//                  [--top-k K] [--top-p P] [--seed S] [--presence-penalty P] [--frequency-penalty F]
-//                  [--logit-bias ID+B ...] [--device cpu|gpu|gpu:N] [--precision fp32|bf16|int8|auto]
-//                  [--json] [-q]
+//                  [--top-k K] [--top-p P] [--seed S] [--presence-penalty P]
+//                  [--frequency-penalty F] [--logit-bias ID+B ...] [--stop TEXT ...]
+//                  [--device cpu|gpu|gpu:N] [--precision fp32|bf16|int8|auto] [--json] [-q]
 // Streams the answer to stdout as it is produced, never splitting a UTF-8 character, then prints
 // the prompt and decode timings and why it stopped on stderr (as llama.cpp prints its timings).
 // With --json, prints one JSON object instead: the text, the tokens, the stop reason and the timings.
@@ -24,7 +24,7 @@
 #include "model/weight_check.h"
 #include "model_files.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/stream_decoder.h"
+#include "tokenizer/text_stream.h"
 #include "tokenizer/utf8.h"
 
 namespace medtune::cli {
@@ -97,6 +97,7 @@ void add_generate_command(CLI::App& app) {
     int64_t max_new_tokens = 128, ctx_size = 0;
     model::SamplingParams sampling;
     std::vector<std::string> logit_bias;  // --logit-bias, checked against the vocabulary later
+    std::vector<std::string> stop;        // --stop: the text ends before the first of these
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt (or answer it with the chat template)");
@@ -128,6 +129,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--logit-bias", args->logit_bias,
                   "TOKEN_ID+BIAS or TOKEN_ID-BIAS: added to that token's logit at every step "
                   "(repeatable; -100 bans it)");
+  cmd->add_option("--stop", args->stop,
+                  "End the answer before this text, which is not shown (repeatable; OpenAI's "
+                  "stop)");
   cmd->add_option("-c,--ctx-size", args->ctx_size,
                   "Context length: prompt + generated tokens (default and maximum: the model's max_position_embeddings)")
       ->check(integer_in(1));
@@ -147,6 +151,12 @@ void add_generate_command(CLI::App& app) {
                                      std::pair<const char*, const std::string*>{"--system", &args->system}})
       if (tokenizer::sanitize_utf8(*text) != *text)
         throw BadInput(std::string(name) + ": not valid UTF-8 (the tokenizer would replace the invalid bytes with U+FFFD)");
+    for (const std::string& stop : args->stop) {
+      if (stop.empty())
+        throw BadInput("--stop: an empty string would end every answer before it began");
+      if (tokenizer::sanitize_utf8(stop) != stop)
+        throw BadInput("--stop: not valid UTF-8 (the decoded answer can never contain it)");
+    }
     auto ckpt = io::open_checkpoint(args->model);
     const auto tok = open_tokenizer(ckpt);
     std::vector<int32_t> prompt;
@@ -198,7 +208,8 @@ void add_generate_command(CLI::App& app) {
     opt.sampling.logit_bias = parse_logit_biases(args->logit_bias, model.config().vocab_size);
     for (int64_t id : model.config().eos_token_ids) opt.stop_ids.push_back(id);
     if (tok->eos_id() >= 0) opt.stop_ids.push_back(tok->eos_id());
-    tokenizer::StreamDecoder stream(*tok, /*skip_special=*/true);
+    // Whole UTF-8 characters as they come, cut before the first --stop string.
+    tokenizer::TextStream stream(*tok, args->stop);
     std::string text;
     model::GenerateStats stats;
     const std::vector<int32_t> out = model::generate(
@@ -207,24 +218,30 @@ void add_generate_command(CLI::App& app) {
           const std::string piece = stream.push(id);
           text += piece;
           if (!args->json) std::cout << piece << std::flush;
-          return true;
+          return !stream.stopped();
         },
         &stats);
-    const std::string tail = stream.flush();
+    const std::string tail = stream.finish();
     text += tail;
     // Why it stopped, in words: an empty answer is most often the model choosing its
     // end-of-sequence token at once, which the text alone cannot show.
     std::string stop = "reached the limit of " + std::to_string(max_new) + " new tokens";
-    if (stats.stop == model::StopReason::kStopToken)
+    std::string stop_reason(model::stop_reason_name(stats.stop));
+    if (stream.stopped()) {
+      stop = "the text reached the stop string " + nlohmann::json(stream.stopped_at()).dump() +
+             " (--stop)";
+      stop_reason = "stop_string";
+    } else if (stats.stop == model::StopReason::kStopToken) {
       stop = "the model produced its stop token " + tok->token_piece(out.back()) + " (id " +
              std::to_string(out.back()) + ")";
+    }
     if (args->json) {
       nlohmann::json j;
       j["text"] = text;
       j["token_ids"] = out;
       j["tokens"] = nlohmann::json::array();
       for (int32_t id : out) j["tokens"].push_back(tok->token_piece(id));
-      j["stop_reason"] = model::stop_reason_name(stats.stop);
+      j["stop_reason"] = stop_reason;
       j["stopped_by"] = stop;
       j["prompt_tokens"] = stats.prompt_tokens;
       j["completion_tokens"] = stats.new_tokens;

@@ -7,9 +7,7 @@ namespace medtune::tokenizer {
 std::string TextStream::push(int32_t id) {
   if (stopped_) return {};
   pending_ += decoder_.push(id);
-  // The earliest stop string wins: it is where the answer ends.
-  size_t cut = std::string::npos;
-  for (const std::string& s : stops_) cut = std::min(cut, pending_.find(s));
+  const size_t cut = find_stop();
   if (cut != std::string::npos) {
     stopped_ = true;
     std::string out = pending_.substr(0, cut);
@@ -17,6 +15,17 @@ std::string TextStream::push(int32_t id) {
     return out;
   }
   return release();
+}
+
+// The earliest stop string wins: it is where the answer ends.
+size_t TextStream::find_stop() {
+  size_t cut = std::string::npos;
+  for (const std::string& s : stops_)
+    if (const size_t at = pending_.find(s); at < cut) {
+      cut = at;
+      stopped_at_ = s;
+    }
+  return cut;
 }
 
 std::string TextStream::release() {
@@ -36,8 +45,7 @@ std::string TextStream::finish() {
   if (stopped_) return {};
   pending_ += decoder_.flush();
   // A stop string may complete only in the flushed tail (an incomplete character held back).
-  size_t cut = std::string::npos;
-  for (const std::string& s : stops_) cut = std::min(cut, pending_.find(s));
+  const size_t cut = find_stop();
   if (cut != std::string::npos) {
     stopped_ = true;
     pending_.resize(cut);

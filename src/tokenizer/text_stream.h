@@ -22,14 +22,18 @@ class TextStream {
   // What was held back, at the end of generation (empty after a stop).
   std::string finish();
   bool stopped() const { return stopped_; }
+  // The stop string the text was cut at (the earliest; of two at one place, the first listed).
+  const std::string& stopped_at() const { return stopped_at_; }
 
  private:
   std::string release();  // pending_ minus its longest tail that begins a stop string
+  size_t find_stop();     // where pending_'s earliest stop string begins (npos: none), noted
 
   StreamDecoder decoder_;
   std::vector<std::string> stops_;
   std::string pending_;  // decoded, not yet shown
   bool stopped_ = false;
+  std::string stopped_at_;
 };
 
 }  // namespace medtune::tokenizer

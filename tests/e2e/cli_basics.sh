@@ -49,6 +49,13 @@ if [ -n "$MODEL" ] && [ -f "$MODEL" ]; then
     "$MT" generate "$MODEL" -p "x" -n 2 --logit-bias 18958
   expect 2 "token id 49152 is outside the vocabulary" -- "$MT" generate "$MODEL" -p "x" -n 2 --logit-bias 49152-5
   expect 2 "--frequency-penalty: must be a number from -2 to 2" -- "$MT" generate "$MODEL" -p "x" --frequency-penalty 2.5
+  # --stop: the answer ends before the stop string, which is not shown (greedy fp32: " chambers:
+  # the right heart ...").
+  expect 0 '"stopped_by": "the text reached the stop string \\" right\\" \(--stop\)"' -- \
+    "$MT" generate "$MODEL" -p "The heart has four" -n 24 --json --precision fp32 --stop " right" --stop "ventricles"
+  expect 0 '"text": " chambers: the",' -- \
+    "$MT" generate "$MODEL" -p "The heart has four" -n 24 --json --precision fp32 --stop " right"
+  expect 2 "--stop: an empty string" -- "$MT" generate "$MODEL" -p "x" --stop ""
   # --precision auto: int8 for this quantized base where the int8 kernels are vector ones (the
   # build's x86-64-v3 baseline has AVX2), fp32 when they are capped to the scalar reference.
   expect 0 '"precision": "int8"' -- "$MT" generate "$MODEL" -p "The heart has four" -n 2 --json

@@ -46,6 +46,16 @@ TEST(TextStream, CutsBeforeTheEarliestStopString) {
   EXPECT_TRUE(stopped);
 }
 
+TEST(TextStream, NamesTheStopStringItCutAt) {
+  const auto tok = smollm2();
+  TextStream s(*tok, {"Explanation", ". E"});
+  std::string all;
+  for (int32_t id : tok->encode("Answer: B. Explanation: metformin", false)) all += s.push(id);
+  all += s.finish();
+  EXPECT_EQ(all, "Answer: B");
+  EXPECT_EQ(s.stopped_at(), ". E");  // ". E" begins before "Explanation" does
+}
+
 TEST(TextStream, HoldsBackAPossibleStopPrefixThenReleasesIt) {
   const auto tok = smollm2();
   std::string all;
