@@ -327,6 +327,9 @@ void add_train_command(CLI::App& app) {
                             train::available_memory_bytes());
     if (args->dry_run) {
       if (!lead) return;
+      // The config's warnings (keys ignored, settings without effect): a dry run is where a user
+      // reads what the run would do, so they are said here too, not only when it starts.
+      for (const auto& w : cfg.warnings) note << "warning: " << w << "\n";
       std::cout << train::to_yaml(cfg) << "\n"
                 << "datasets: " << ld.data.train.size() << " training examples (" << answer_tokens
                 << " answer tokens), " << ld.data.val.size() << " validation\n"

@@ -31,6 +31,10 @@ fi
   || fail "dry run: $(cat "$TMP/err")"
 grep -q "memory plan" "$TMP/dry.txt" || fail "dry run prints no memory plan"
 [ ! -e "$TMP/dry/adapter" ] || fail "dry run trained"
+# It says what the config's warnings say (an axolotl key it ignores, here).
+"$MEDTUNE" train --config "$CONFIG" base_model="$MODEL" output_dir="$TMP/dry" --dry-run bf16=true \
+  >"$TMP/dry.txt" 2>"$TMP/err" || fail "dry run with bf16: $(cat "$TMP/err")"
+grep -q "warning: .*'bf16' ignored" "$TMP/err" || fail "dry run hides the config's warnings: $(cat "$TMP/err")"
 # On a device, max_device_memory splits a micro-batch that does not fit into passes of fewer rows
 # (the dry run opens no device: its plan says so without one).
 "$MEDTUNE" train --config "$CONFIG" base_model="$MODEL" output_dir="$TMP/dry" --dry-run device=gpu \
