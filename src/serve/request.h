@@ -37,8 +37,8 @@ struct SamplingRequest {
   int64_t top_k = 0;                  // llama-server's extension; 0 = off
   float presence_penalty = 0.0f;      // OpenAI's, in [-2, 2] (model::SamplingParams)
   float frequency_penalty = 0.0f;     // OpenAI's, in [-2, 2]
-  std::vector<std::pair<int32_t, float>>
-      logit_bias;                     // (token id, bias in [-100, 100]), ids ascending
+  // OpenAI's logit_bias: (token id, bias in [-100, 100]), ids ascending.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   std::optional<uint64_t> seed;       // absent: a random seed per request
   std::vector<std::string> stop;
   int64_t n = 1;
