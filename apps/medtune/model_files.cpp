@@ -1,11 +1,11 @@
 #include "model_files.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/whole_file.h"
 
 namespace medtune::cli {
 
@@ -24,17 +24,12 @@ ChatTemplateSource find_chat_template(const io::Checkpoint& ckpt) {
     return {ckpt.gguf->get_string("tokenizer.chat_template"), ckpt.path + ": tokenizer.chat_template"};
   }
   const std::string path = ckpt.path + "/tokenizer_config.json";
-  std::ifstream in(path);
-  if (!in) throw BadInput(ckpt.path + ": no tokenizer_config.json, so no chat template");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw BadInput(path + ": invalid JSON: " + e.what());
-  }
+  if (!std::filesystem::exists(path))
+    throw BadInput(ckpt.path + ": no tokenizer_config.json, so no chat template");
+  const nlohmann::json j = io::read_json_file(path);
   if (!j.contains("chat_template") || !j["chat_template"].is_string())
     throw BadInput(path + ": field 'chat_template' is missing or not a string");
-  return {j["chat_template"].get<std::string>(), path + ": chat_template"};
+  return {j.at("chat_template").get<std::string>(), path + ": chat_template"};
 }
 
 }  // namespace medtune::cli

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
 
 #include "core/error.h"
 #include "eval/compare.h"
+#include "io/whole_file.h"
 
 namespace medtune::eval {
 
@@ -79,15 +79,9 @@ const json& get(const json& j, const char* key, const std::string& where) {
 
 json read_suite(const std::string& dir) {
   const std::string path = (fs::path(dir) / kSuiteJsonName).string();
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot open");
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    throw BadInput(path + ": not valid JSON: " + e.what());
-  }
-  if (!j.is_object() || j.value("format", "") != "medtune-eval-suite")
+  const json j = io::read_json_file(path);
+  const auto format = j.is_object() ? j.find("format") : j.end();
+  if (format == j.end() || !format->is_string() || *format != "medtune-eval-suite")
     throw BadInput(path + ": not a medtune suite report (field 'format' is not 'medtune-eval-suite')");
   return j;
 }

@@ -1,10 +1,10 @@
 #include "eval/training_comparison.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 #include "eval/report_html.h"
+#include "io/whole_file.h"
 
 namespace medtune::eval {
 
@@ -34,17 +34,13 @@ TrainingRunOfEval training_run_of_eval(const std::string& eval_run) {
   r.eval_run = eval_run;
   const fs::path dir = fs::is_directory(eval_run) ? fs::path(eval_run) : fs::path(eval_run).parent_path();
   const fs::path report = dir / "report.json";
-  std::ifstream in(report);
-  if (!in) {
+  if (!fs::exists(report)) {
     r.why_none = report.string() + " is absent: the adapter this run scored is not recorded";
     return r;
   }
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw BadInput(report.string() + ": " + e.what());
-  }
+  // Not const: with a const json, GCC 12 reports a null dereference in the operator[] below
+  // (-Wnull-dereference, a false positive).
+  nlohmann::json j = io::read_json_file(report.string());
   const auto prov = j.find("provenance");
   if (prov == j.end() || !prov->is_object() || !prov->contains("adapter") || !(*prov)["adapter"].is_string()) {
     r.why_none = report.string() + " records no adapter (field 'provenance.adapter')";

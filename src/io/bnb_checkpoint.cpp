@@ -6,14 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/nf4.h"
+#include "io/whole_file.h"
 
 namespace medtune::io {
 
@@ -28,18 +27,6 @@ const std::string kFp4State = ".quant_state.bitsandbytes__fp4";
 
 bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
-json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInput(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::exception& e) {
-    throw BadInput(path + ": not valid JSON: " + e.what());
-  }
 }
 
 // One stored tensor, any safetensors dtype.
@@ -171,7 +158,7 @@ RawTensor decode_nf4(const std::map<std::string, Entry>& all, const std::string&
 }  // namespace
 
 std::string quantization_method(const std::string& config_json_path) {
-  const json c = read_json(config_json_path);
+  const json c = read_json_file(config_json_path);
   auto it = c.find("quantization_config");
   if (it == c.end() || it->is_null()) return "";
   if (!it->is_object()) throw BadInput(config_json_path + ": quantization_config must be an object");
@@ -194,7 +181,7 @@ std::map<std::string, RawTensor> read_bnb_4bit_dir(const std::string& dir) {
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   if (fs::is_regular_file(index)) {
     std::set<std::string> shards;
-    const json j = read_json(index.string());
+    const json j = read_json_file(index.string());
     for (const auto& [name, f] : j.at("weight_map").items()) shards.insert(f.get<std::string>());
     for (const auto& s : shards) files.push_back((fs::path(dir) / s).string());
   } else {

@@ -20,12 +20,11 @@
 // 10000. `type` is the old spelling of `rope_type`. Only "default" and "llama3" are implemented.
 #include "io/hf_config.h"
 
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
+#include "io/whole_file.h"
 
 namespace medtune::io {
 
@@ -261,11 +260,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& pat
 }
 
 ModelConfig read_hf_config(const std::string& config_json_path) {
-  std::ifstream in(config_json_path, std::ios::binary);
-  if (!in) throw BadInput(config_json_path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_hf_config(ss.str(), config_json_path);
+  return parse_hf_config(read_whole_file(config_json_path), config_json_path);
 }
 
 }  // namespace medtune::io

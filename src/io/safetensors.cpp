@@ -10,13 +10,12 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "io/whole_file.h"
 
 namespace medtune::io {
 
@@ -205,25 +204,11 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
 namespace {
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInput(path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw BadInput(path + ": read error");
-  return ss.str();
-}
-
 // The sharded layout written by transformers' save_pretrained:
 //   {"metadata": {...}, "weight_map": {"<tensor>": "model-00001-of-00002.safetensors", ...}}
 std::map<std::string, RawTensor> read_sharded(const std::filesystem::path& dir,
                                               const std::string& index_path) {
-  json index;
-  try {
-    index = json::parse(read_text_file(index_path));
-  } catch (const json::exception& e) {
-    throw BadInput(index_path + ": not valid JSON: " + e.what());
-  }
+  const json index = read_json_file(index_path);
   if (!index.is_object()) throw BadInput(index_path + ": not a JSON object");
   auto wm = index.find("weight_map");
   if (wm == index.end() || !wm->is_object())

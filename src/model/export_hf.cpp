@@ -1,15 +1,14 @@
 #include "model/export_hf.h"
 
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <cstring>
+#include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors_writer.h"
+#include "io/whole_file.h"
 #include "model/merge.h"
 #include "model/rope.h"
 
@@ -19,14 +18,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInput(path + ": cannot be read");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string torch_dtype_name(DType t) {
   switch (t) {
@@ -83,7 +74,7 @@ json config_from_model_config(const ModelConfig& c) {
 }
 
 void copy_file_atomically(const std::string& from, const std::string& to) {
-  io::atomic_write_file(to, read_whole(from));
+  io::atomic_write_file(to, io::read_whole_file(from));
 }
 
 }  // namespace
@@ -95,11 +86,7 @@ std::string merged_config_json(const io::Checkpoint& ckpt, const std::string& dt
     j["torch_dtype"] = dtype_name;
   } else {
     const std::string path = (fs::path(ckpt.path) / "config.json").string();
-    try {
-      j = json::parse(read_whole(path));
-    } catch (const json::exception& e) {
-      throw BadInput(path + ": not valid JSON: " + e.what());
-    }
+    j = io::read_json_file(path);
     // transformers 5 reads "dtype", older versions "torch_dtype"; set whichever the source uses.
     if (j.contains("dtype") || !j.contains("torch_dtype")) j["dtype"] = dtype_name;
     if (j.contains("torch_dtype")) j["torch_dtype"] = dtype_name;

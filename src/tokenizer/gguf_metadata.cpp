@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "io/whole_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace medtune::tokenizer {
@@ -27,16 +26,6 @@ constexpr const char* kLlama3Regex =
     R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char* kQwen2Regex =
     R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-
-json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInput(path + ": cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw BadInput(path + ": not valid JSON: " + e.what());
-  }
-}
 
 bool is_type(const json& j, const char* type) {
   return j.is_object() && j.value("type", std::string()) == type;
@@ -93,7 +82,7 @@ std::string config_token(const json& cfg, const char* key) {
 GgufTokenizerMetadata gguf_tokenizer_metadata(const std::string& tokenizer_json, int64_t vocab_size) {
   // Everything medtune cannot tokenize is refused here with the reader's own message.
   const std::unique_ptr<Tokenizer> tok = Tokenizer::from_tokenizer_json(tokenizer_json);
-  const json root = read_json(tokenizer_json);
+  const json root = io::read_json_file(tokenizer_json);
   const std::string& f = tokenizer_json;
   GgufTokenizerMetadata out;
 
@@ -164,7 +153,7 @@ GgufTokenizerMetadata gguf_tokenizer_metadata(const std::string& tokenizer_json,
   const std::filesystem::path dir = std::filesystem::path(f).parent_path();
   const std::filesystem::path cfg_path = dir / "tokenizer_config.json";
   json cfg;
-  if (std::filesystem::exists(cfg_path)) cfg = read_json(cfg_path.string());
+  if (std::filesystem::exists(cfg_path)) cfg = io::read_json_file(cfg_path.string());
 
   io::GgufMetadata md = {
       {"tokenizer.ggml.model", io::gguf_string("gpt2")},
@@ -187,10 +176,8 @@ GgufTokenizerMetadata gguf_tokenizer_metadata(const std::string& tokenizer_json,
   if (cfg.is_object() && cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
     md.push_back({"tokenizer.chat_template", io::gguf_string(cfg["chat_template"].get<std::string>())});
   } else if (std::filesystem::exists(dir / "chat_template.jinja")) {
-    std::ifstream in(dir / "chat_template.jinja", std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    md.push_back({"tokenizer.chat_template", io::gguf_string(text.str())});
+    md.push_back({"tokenizer.chat_template",
+                  io::gguf_string(io::read_whole_file((dir / "chat_template.jinja").string()))});
   }
   out.metadata = std::move(md);
   return out;

@@ -3,11 +3,10 @@
 // so that an unsupported tokenizer fails loudly instead of producing different ids.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.h"
+#include "io/whole_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace medtune::tokenizer {
@@ -303,15 +302,8 @@ std::string config_token(const json& cfg, const char* key) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> Tokenizer::from_tokenizer_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw BadInput(path + ": cannot open tokenizer.json");
   Ctx c{path};
-  json root;
-  try {
-    root = json::parse(in);
-  } catch (const json::exception& e) {
-    throw BadInput(path + ": not valid JSON: " + e.what());
-  }
+  const json root = io::read_json_file(path);
   TokenizerSpec spec;
   spec.source = path;
   try {
@@ -346,13 +338,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_tokenizer_json(const std::string& pat
 
   const auto config_path = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   if (std::filesystem::exists(config_path)) {
-    std::ifstream cin(config_path, std::ios::binary);
-    json cfg;
-    try {
-      cfg = json::parse(cin);
-    } catch (const json::exception& e) {
-      throw BadInput(config_path.string() + ": not valid JSON: " + e.what());
-    }
+    const json cfg = io::read_json_file(config_path.string());
     auto lookup = [&](const char* key) {
       const std::string name = config_token(cfg, key);
       if (name.empty()) return -1;

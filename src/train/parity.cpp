@@ -2,14 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "core/tensor_convert.h"
-#include "io/safetensors.h"
 #include "io/peft_adapter.h"
+#include "io/safetensors.h"
+#include "io/whole_file.h"
 #include "model/generate.h"
 #include "model/llama.h"
 #include "model/lora_peft.h"
@@ -30,16 +30,6 @@ const RawTensor& need(const io::SafetensorsFile& f, const std::string& name) {
   auto it = f.tensors.find(name);
   if (it == f.tensors.end()) throw BadInput(f.path + ": missing tensor '" + name + "'");
   return it->second;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot open");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw BadInput(path + ": invalid JSON: " + e.what());
-  }
 }
 
 // max |a - b| / max |b| over all elements.
@@ -76,7 +66,7 @@ ParityTolerances bf16_tolerances(int64_t num_layers) {
 
 ParityResult check_parity(const std::string& dir, const ParityTolerances& tol, backend::Backend& be) {
   const auto ref = io::read_safetensors(dir + "/reference.safetensors");
-  const auto meta = read_json(dir + "/meta.json");
+  const auto meta = io::read_json_file(dir + "/meta.json");
   LlamaModel model(io::open_checkpoint(dir + "/base"), model::WeightQuant::kNone, be);
   const int64_t V = model.config().vocab_size;
 

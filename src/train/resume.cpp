@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "io/peft_adapter.h"
+#include "io/whole_file.h"
 #include "model/lora_peft.h"
 
 namespace medtune::train {
@@ -39,16 +39,6 @@ void restore_lora(model::LoraWeights& lora, const std::string& dir) {
   if (matched != a.pairs.size())
     throw BadInput(dir + "/adapter_model.safetensors: adapts " + std::to_string(a.pairs.size()) +
                    " modules, this run " + std::to_string(matched));
-}
-
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot open");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw BadInput(path + ": " + e.what());
-  }
 }
 
 bool all_finite(const model::LoraWeights& lora) {
@@ -104,7 +94,8 @@ void refuse_earlier_run(const TrainConfig& cfg, const TrainHooks& hooks) {
 TrainerState read_resume_checkpoint(const CheckpointEntry& from, const RunIdentity& identity,
                                     const StepPlan& plan, bool force, model::LoraWeights& lora,
                                     AdamW& adamw, Progress& progress) {
-  const RunIdentity saved = identity_from_json(read_json_file(from.path + "/identity.json"), from.path + "/identity.json");
+  const RunIdentity saved = identity_from_json(io::read_json_file(from.path + "/identity.json"),
+                                               from.path + "/identity.json");
   const auto diffs = identity_differences(saved, identity);
   if (!diffs.empty()) {
     std::string what = "it was written by a different run:";
@@ -114,7 +105,8 @@ TrainerState read_resume_checkpoint(const CheckpointEntry& from, const RunIdenti
                      "\n(use another output_dir for a new run, or --force-resume to continue anyway)");
     progress.message("warning: --force-resume: resuming from " + from.path + " although " + what);
   }
-  const TrainerState resumed = trainer_state_from_json(read_json_file(from.path + "/trainer_state.json"), from.path + "/trainer_state.json");
+  const TrainerState resumed = trainer_state_from_json(
+      io::read_json_file(from.path + "/trainer_state.json"), from.path + "/trainer_state.json");
   if (resumed.step > plan.total_steps)
     throw BadInput(from.path + ": step " + std::to_string(resumed.step) + " is past this run's " +
                    std::to_string(plan.total_steps) + " steps");

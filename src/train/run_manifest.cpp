@@ -2,7 +2,6 @@
 
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 
 #include "backend/backend.h"
 #include "core/error.h"
@@ -10,6 +9,7 @@
 #include "io/atomic_file.h"
 #include "io/provenance.h"
 #include "io/safetensors.h"
+#include "io/whole_file.h"
 
 namespace medtune::train {
 
@@ -71,18 +71,16 @@ void write_run_manifest(const std::string& run_dir, const nlohmann::json& manife
 namespace {
 
 nlohmann::json read_manifest(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw BadInput(path + ": cannot open (is this a medtune training run directory?)");
-  try {
-    nlohmann::json m = nlohmann::json::parse(in);
-    if (!m.is_object() || m.value("format", "") != kManifestFormat)
-      throw BadInput(path + ": not a medtune run manifest (\"format\" is not \"" + kManifestFormat + "\")");
-    for (const char* key : {"inputs", "inputs_sha256", "outputs"})
-      if (!m.contains(key)) throw BadInput(path + ": field \"" + key + "\" is missing");
-    return m;
-  } catch (const nlohmann::json::exception& e) {
-    throw BadInput(path + ": malformed JSON: " + e.what());
-  }
+  if (!std::filesystem::exists(path))
+    throw BadInput(path + ": no such file (is this a medtune training run directory?)");
+  const nlohmann::json m = io::read_json_file(path);
+  const auto format = m.is_object() ? m.find("format") : m.end();
+  if (format == m.end() || !format->is_string() || *format != kManifestFormat)
+    throw BadInput(path + ": not a medtune run manifest (\"format\" is not \"" + kManifestFormat +
+                   "\")");
+  for (const char* key : {"inputs", "inputs_sha256", "outputs"})
+    if (!m.contains(key)) throw BadInput(path + ": field \"" + key + "\" is missing");
+  return m;
 }
 
 // Relative recorded paths (run outputs, the resolved config) live in the run directory.
