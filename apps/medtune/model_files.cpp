@@ -2,10 +2,8 @@
 
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
-#include "io/whole_file.h"
+#include "tokenizer/hf_chat_template.h"
 
 namespace medtune::cli {
 
@@ -23,13 +21,12 @@ ChatTemplateSource find_chat_template(const io::Checkpoint& ckpt) {
       throw BadInput(ckpt.path + ": the model has no chat template (metadata key 'tokenizer.chat_template')");
     return {ckpt.gguf->get_string("tokenizer.chat_template"), ckpt.path + ": tokenizer.chat_template"};
   }
-  const std::string path = ckpt.path + "/tokenizer_config.json";
-  if (!std::filesystem::exists(path))
-    throw BadInput(ckpt.path + ": no tokenizer_config.json, so no chat template");
-  const nlohmann::json j = io::read_json_file(path);
-  if (!j.contains("chat_template") || !j["chat_template"].is_string())
-    throw BadInput(path + ": field 'chat_template' is missing or not a string");
-  return {j.at("chat_template").get<std::string>(), path + ": chat_template"};
+  const auto found = tokenizer::hf_chat_template(ckpt.path);
+  if (!found)
+    throw BadInput(ckpt.path +
+                   ": the model has no chat template (no chat_template.jinja, and no "
+                   "'chat_template' in tokenizer_config.json)");
+  return {found->text, found->origin};
 }
 
 }  // namespace medtune::cli

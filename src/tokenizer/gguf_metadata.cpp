@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/whole_file.h"
+#include "tokenizer/hf_chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace medtune::tokenizer {
@@ -173,12 +174,8 @@ GgufTokenizerMetadata gguf_tokenizer_metadata(const std::string& tokenizer_json,
   md.push_back({"tokenizer.ggml.add_bos_token", io::gguf_bool(adds(tok->bos_id()))});
   md.push_back({"tokenizer.ggml.add_eos_token", io::gguf_bool(adds(tok->eos_id()))});
 
-  if (cfg.is_object() && cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
-    md.push_back({"tokenizer.chat_template", io::gguf_string(cfg["chat_template"].get<std::string>())});
-  } else if (std::filesystem::exists(dir / "chat_template.jinja")) {
-    md.push_back({"tokenizer.chat_template",
-                  io::gguf_string(io::read_whole_file((dir / "chat_template.jinja").string()))});
-  }
+  if (const auto chat = hf_chat_template(dir.string()))
+    md.push_back({"tokenizer.chat_template", io::gguf_string(chat->text)});
   out.metadata = std::move(md);
   return out;
 }

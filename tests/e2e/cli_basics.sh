@@ -88,4 +88,21 @@ if [ -n "$MODEL" ] && [ -f "$MODEL" ]; then
 else
   echo "skip: real-model checks (MEDTUNE_SMOLLM2_GGUF not set)"
 fi
+
+# The chat template of a Hugging Face directory as transformers 5 reads it: chat_template.jinja
+# (where save_pretrained now writes it) ahead of an older entry in tokenizer_config.json.
+# transformers renders "Hello" through the file below as the bare 1-token "Hello"; through the
+# config's SmolLM2 template it is 31 tokens.
+TINY_LLAMA=$(dirname "$MT")/medtune-tiny-llama
+# shellcheck source=tests/support/tiny_model.sh
+. tests/support/tiny_model.sh
+make_tiny_model "$TINY_LLAMA" "$tmp/chat" 5
+add_smollm2_chat_template "$tmp/chat"
+expect 0 '"prompt_tokens": 31' -- "$MT" generate "$tmp/chat" -p "Hello" --chat -n 1 --json -q
+printf '%s' "{{ messages[0]['content'] }}" > "$tmp/chat/chat_template.jinja"
+expect 0 '"prompt_tokens": 1' -- "$MT" generate "$tmp/chat" -p "Hello" --chat -n 1 --json -q
+rm "$tmp/chat/chat_template.jinja"
+printf '%s' '{"chat_template": [{"name": "rag", "template": "R"}]}' > "$tmp/chat/tokenizer_config.json"
+expect 2 'tokenizer_config.json: chat_template: none of the templates \(rag\) is named "default"' -- \
+  "$MT" generate "$tmp/chat" -p "Hello" --chat -n 1
 exit $fail
