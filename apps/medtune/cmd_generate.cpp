@@ -197,6 +197,7 @@ void add_generate_command(CLI::App& app) {
     const backend::Precision precision =
         backend::parse_inference_precision(args->precision, device, model::block_linears_take_int8(ckpt, quant), "--precision");
     backend::Backend& be = backend::for_device(device, precision);
+    const std::vector<int64_t> stop_ids = stop_token_ids(ckpt, *tok);
     model::LlamaModel model(std::move(ckpt), quant, be);
     const auto lora = attach_adapter(model, args->adapter);
     // model::generate's cache (1 row of prompt + new tokens) and its largest pass (the prompt).
@@ -206,8 +207,7 @@ void add_generate_command(CLI::App& app) {
     opt.max_new_tokens = max_new;
     opt.sampling = args->sampling;
     opt.sampling.logit_bias = parse_logit_biases(args->logit_bias, model.config().vocab_size);
-    for (int64_t id : model.config().eos_token_ids) opt.stop_ids.push_back(id);
-    if (tok->eos_id() >= 0) opt.stop_ids.push_back(tok->eos_id());
+    opt.stop_ids = stop_ids;
     // Whole UTF-8 characters as they come, cut before the first --stop string.
     tokenizer::TextStream stream(*tok, args->stop);
     std::string text;

@@ -153,8 +153,7 @@ void add_serve_command(CLI::App& app) {
     base.sha256 = model_sha256(args->model);
     base.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 
-    std::vector<int64_t> stop_ids = ckpt.config.eos_token_ids;
-    if (tok->eos_id() >= 0) stop_ids.push_back(tok->eos_id());
+    const std::vector<int64_t> stop_ids = stop_token_ids(ckpt, *tok);
     const model::WeightQuant quant = model::parse_weight_quant(args->base_quant, "--base-quant");
     const backend::Precision precision =
         backend::parse_inference_precision(args->precision, device, model::block_linears_take_int8(ckpt, quant), "--precision");

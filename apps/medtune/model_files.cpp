@@ -1,5 +1,6 @@
 #include "model_files.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -27,6 +28,17 @@ ChatTemplateSource find_chat_template(const io::Checkpoint& ckpt) {
                    ": the model has no chat template (no chat_template.jinja, and no "
                    "'chat_template' in tokenizer_config.json)");
   return {found->text, found->origin};
+}
+
+std::vector<int64_t> stop_token_ids(const io::Checkpoint& ckpt, const tokenizer::Tokenizer& tok) {
+  std::vector<int64_t> ids;
+  const auto add = [&](int64_t id) {
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  };
+  for (int64_t id : ckpt.config.eos_token_ids) add(id);
+  for (int64_t id : ckpt.generation_eos_token_ids) add(id);
+  if (tok.eos_id() >= 0) add(tok.eos_id());
+  return ids;
 }
 
 }  // namespace medtune::cli

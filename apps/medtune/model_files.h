@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "io/checkpoint.h"
 #include "tokenizer/tokenizer.h"
@@ -18,5 +19,10 @@ struct ChatTemplateSource {
   std::string text, origin;
 };
 ChatTemplateSource find_chat_template(const io::Checkpoint& ckpt);
+
+// The tokens that end a generation, each once: config.json's eos_token_id, generation_config.json's
+// (what transformers' generate() stops at; Llama 3 Instruct's <|eot_id|> may be named only there)
+// and the tokenizer's eos_token.
+std::vector<int64_t> stop_token_ids(const io::Checkpoint& ckpt, const tokenizer::Tokenizer& tok);
 
 }  // namespace medtune::cli

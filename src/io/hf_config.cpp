@@ -146,6 +146,19 @@ std::string architecture_of(const json& j, const std::string& path) {
                  std::string(kSupported));
 }
 
+// "eos_token_id": one id or a list of them; null or absent: none.
+std::vector<int64_t> eos_token_ids(const Fields& f) {
+  std::vector<int64_t> ids;
+  if (const json* eos = f.find("eos_token_id")) {
+    if (eos->is_array()) {
+      for (const json& e : *eos) ids.push_back(f.as_integer("eos_token_id", e));
+    } else {
+      ids.push_back(f.as_integer("eos_token_id", *eos));
+    }
+  }
+  return ids;
+}
+
 // Fills c.rope_theta and c.rope_scaling from `rope_scaling` / `rope_parameters` / `rope_theta`.
 void read_rope(const json& j, const Fields& top, const std::string& path, ModelConfig& c) {
   c.rope_theta = top.number_or("rope_theta", 10000.0);
@@ -245,15 +258,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& pat
 
   const int64_t default_bos = qwen2 ? -1 : 1;
   c.bos_token_id = f.integer_or("bos_token_id", default_bos);
-  if (const json* eos = f.find("eos_token_id")) {
-    if (eos->is_array()) {
-      for (const json& e : *eos) c.eos_token_ids.push_back(f.as_integer("eos_token_id", e));
-    } else {
-      c.eos_token_ids.push_back(f.as_integer("eos_token_id", *eos));
-    }
-  } else if (!j.contains("eos_token_id") && !qwen2) {
-    c.eos_token_ids.push_back(2);
-  }
+  c.eos_token_ids = eos_token_ids(f);
+  if (!j.contains("eos_token_id") && !qwen2) c.eos_token_ids.push_back(2);
   // transformers 5 writes "dtype"; older versions wrote "torch_dtype".
   c.torch_dtype = f.has("dtype") ? f.string_or("dtype", "") : f.string_or("torch_dtype", "");
   return c;
@@ -261,6 +267,12 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& pat
 
 ModelConfig read_hf_config(const std::string& config_json_path) {
   return parse_hf_config(read_whole_file(config_json_path), config_json_path);
+}
+
+std::vector<int64_t> read_generation_eos_token_ids(const std::string& generation_config_path) {
+  const json j = read_json_file(generation_config_path);
+  if (!j.is_object()) throw BadInput(generation_config_path + ": not a JSON object");
+  return eos_token_ids(Fields(j, generation_config_path, ""));
 }
 
 }  // namespace medtune::io

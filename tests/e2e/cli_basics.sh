@@ -105,4 +105,14 @@ rm "$tmp/chat/chat_template.jinja"
 printf '%s' '{"chat_template": [{"name": "rag", "template": "R"}]}' > "$tmp/chat/tokenizer_config.json"
 expect 2 'tokenizer_config.json: chat_template: none of the templates \(rag\) is named "default"' -- \
   "$MT" generate "$tmp/chat" -p "Hello" --chat -n 1
+
+# generation_config.json's eos_token_id ends a generation, as in transformers' generate() (Llama 3
+# Instruct names <|eot_id|> there): the tiny model's first greedy token, made a stop token there,
+# ends the answer after one token.
+first=$("$MT" generate "$tmp/chat" -p "Hello there" -n 2 --json -q | python3 -c 'import json, sys; print(json.load(sys.stdin)["token_ids"][0])')
+printf '{"eos_token_id": [%s]}' "$first" > "$tmp/chat/generation_config.json"
+expect 0 '"completion_tokens": 1,.*"stop_reason": "stop_token"' -- "$MT" generate "$tmp/chat" -p "Hello there" -n 4 --json -q
+printf '{"eos_token_id": "x"}' > "$tmp/chat/generation_config.json"
+expect 2 "generation_config.json: field 'eos_token_id' must be an integer, got string" -- \
+  "$MT" generate "$tmp/chat" -p "Hello there" -n 4
 exit $fail

@@ -1,7 +1,9 @@
 // config.json forms against what transformers makes of them (expected.json, written by
 // tools/make_safetensors_fixtures.py from transformers' own config classes).
 #include <gtest/gtest.h>
+#include <unistd.h>  // getpid
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -163,6 +165,30 @@ TEST(HfConfig, DefaultsPerArchitecture) {
   EXPECT_EQ(ms.head_dim, 4);
   const ModelConfig lb = parse_hf_config(R"({"model_type": "llama", "attention_bias": true, )" + kDims + "}", "c");
   EXPECT_TRUE(lb.attention_bias);
+}
+
+// generation_config.json's eos_token_id, as GenerationConfig reads it: one id or a list.
+TEST(HfConfig, GenerationConfigStopTokens) {
+  const std::string path =
+      ::testing::TempDir() + "medtune_generation_config_" + std::to_string(::getpid()) + ".json";
+  const auto ids_of = [&](const std::string& text) {
+    std::ofstream(path) << text;
+    return read_generation_eos_token_ids(path);
+  };
+  // Llama-3.1-8B-Instruct's: <|end_of_text|>, <|eom_id|>, <|eot_id|>.
+  EXPECT_EQ(ids_of(R"({"bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009]})"),
+            (std::vector<int64_t>{128001, 128008, 128009}));
+  EXPECT_EQ(ids_of(R"({"eos_token_id": 2})"), (std::vector<int64_t>{2}));
+  EXPECT_TRUE(ids_of(R"({"eos_token_id": null})").empty());
+  EXPECT_TRUE(ids_of(R"({"do_sample": true})").empty());
+  try {
+    ids_of(R"({"eos_token_id": ["</s>"]})");
+    ADD_FAILURE() << "a string id was accepted";
+  } catch (const BadInput& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + ": field 'eos_token_id' must be an integer, got string");
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace
