@@ -1,7 +1,6 @@
 // config.json forms against what transformers makes of them (expected.json, written by
 // tools/make_safetensors_fixtures.py from transformers' own config classes).
 #include <gtest/gtest.h>
-#include <unistd.h>  // getpid
 
 #include <cstdio>
 #include <fstream>
@@ -9,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/hf_config.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::io {
 namespace {
@@ -170,7 +170,7 @@ TEST(HfConfig, DefaultsPerArchitecture) {
 // generation_config.json's eos_token_id, as GenerationConfig reads it: one id or a list.
 TEST(HfConfig, GenerationConfigStopTokens) {
   const std::string path =
-      ::testing::TempDir() + "medtune_generation_config_" + std::to_string(::getpid()) + ".json";
+      (medtune::testing::scratch_dir("hf_config") / "generation_config.json").string();
   const auto ids_of = [&](const std::string& text) {
     std::ofstream(path) << text;
     return read_generation_eos_token_ids(path);

@@ -5,24 +5,17 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 
 #include "core/error.h"
 #include "io/output_path.h"
+#include "support/bad_input.h"
 
 namespace medtune::io {
 namespace {
 
-namespace fs = std::filesystem;
+using medtune::testing::bad_input_message;
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const BadInput& e) {
-    return e.what();
-  }
-  return "(no BadInput)";
-}
+namespace fs = std::filesystem;
 
 class OutputPath : public ::testing::Test {
  protected:
@@ -41,20 +34,21 @@ class OutputPath : public ::testing::Test {
 
 TEST_F(OutputPath, DirectoryChecks) {
   const std::string file = (dir_ / "file").string();
-  EXPECT_EQ(message_of([&] { check_output_dir(file, "--out"); }),
+  EXPECT_EQ(bad_input_message([&] { check_output_dir(file, "--out"); }),
             "--out " + file + ": exists and is not a directory");
-  EXPECT_NE(
-      message_of([&] { check_output_dir(file + "/sub", "--out"); }).find("is not a directory"),
-      std::string::npos);
-  EXPECT_EQ(message_of([&] {
+  EXPECT_NE(bad_input_message([&] {
+              check_output_dir(file + "/sub", "--out");
+            }).find("is not a directory"),
+            std::string::npos);
+  EXPECT_EQ(bad_input_message([&] {
               check_output_dir("/proc/x", "output_dir");
             }).rfind("output_dir /proc/x: is under /proc", 0),
             0u);
-  EXPECT_EQ(message_of([&] {
+  EXPECT_EQ(bad_input_message([&] {
               check_output_dir("/sys", "output_dir");
             }).rfind("output_dir /sys: is under /sys", 0),
             0u);
-  EXPECT_NE(message_of([&] { check_output_dir("", "--out"); }).find("empty path"),
+  EXPECT_NE(bad_input_message([&] { check_output_dir("", "--out"); }).find("empty path"),
             std::string::npos);
   // Checking creates nothing; preparing creates the directory and its parents.
   const fs::path nested = dir_ / "a" / "b";
@@ -69,13 +63,14 @@ TEST_F(OutputPath, FileChecks) {
   const std::string file = (dir_ / "file").string();
   check_output_file(file, "-o");  // an existing file may be replaced: the caller decides
   check_output_file((dir_ / "new.gguf").string(), "-o");
-  EXPECT_NE(message_of([&] { check_output_file(dir_.string(), "-o"); }).find("is a directory"),
-            std::string::npos);
-  EXPECT_NE(message_of([&] {
+  EXPECT_NE(
+      bad_input_message([&] { check_output_file(dir_.string(), "-o"); }).find("is a directory"),
+      std::string::npos);
+  EXPECT_NE(bad_input_message([&] {
               check_output_file((dir_ / "no" / "x.gguf").string(), "-o");
             }).find("does not exist"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { check_output_file("/dev/full", "-o"); }).find("is under /dev"),
+  EXPECT_NE(bad_input_message([&] { check_output_file("/dev/full", "-o"); }).find("is under /dev"),
             std::string::npos);
 }
 

@@ -1,46 +1,31 @@
 // read_whole_file / read_json_file: every way a small input file can be unusable is reported by
 // its path and what is wrong, never as a parser's "unexpected end of input".
 #include <gtest/gtest.h>
-#include <unistd.h>  // getpid
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 
 #include "core/error.h"
 #include "io/whole_file.h"
+#include "support/bad_input.h"
+#include "support/scratch_dir.h"
 
 namespace medtune::io {
 namespace {
 
-namespace fs = std::filesystem;
+using medtune::testing::bad_input_message;
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const BadInput& e) {
-    return e.what();
-  }
-  return "(no BadInput)";
-}
+namespace fs = std::filesystem;
 
 class WholeFile : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // One directory per test and process: CTest runs the tests of this file in parallel.
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("medtune_test_whole_file_" + std::string(info->name()) +
-                                        "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
   void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& bytes) const {
     const std::string path = (dir_ / name).string();
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
   }
-  fs::path dir_;
+  const fs::path dir_ = medtune::testing::scratch_dir("whole_file");
 };
 
 TEST_F(WholeFile, ReadsEveryByte) {
@@ -51,9 +36,9 @@ TEST_F(WholeFile, ReadsEveryByte) {
 
 TEST_F(WholeFile, NamesAMissingFileAndADirectory) {
   const std::string missing = (dir_ / "absent.json").string();
-  EXPECT_EQ(message_of([&] { read_whole_file(missing); }),
+  EXPECT_EQ(bad_input_message([&] { read_whole_file(missing); }),
             missing + ": cannot open (No such file or directory)");
-  EXPECT_EQ(message_of([&] { read_json_file(dir_.string()); }),
+  EXPECT_EQ(bad_input_message([&] { read_json_file(dir_.string()); }),
             dir_.string() + ": is a directory, expected a file");
 }
 
@@ -61,18 +46,19 @@ TEST_F(WholeFile, SaysWhyAFileCannotBeOpened) {
   // A path under a regular file: open(2) fails with ENOTDIR, for root too (CI runs as root, which
   // a file's permission bits would not stop).
   const std::string under_file = write("plain", "x") + "/config.json";
-  EXPECT_EQ(message_of([&] { read_json_file(under_file); }),
+  EXPECT_EQ(bad_input_message([&] { read_json_file(under_file); }),
             under_file + ": cannot open (Not a directory)");
 }
 
 TEST_F(WholeFile, ParsesJsonAndNamesWhereItIsBroken) {
   EXPECT_EQ(read_json_file(write("ok.json", R"({"a": [1, 2]})"))["a"][1], 2);
   const std::string bad = write("bad.json", "{\"a\": 1,\n \"b\": }");
-  const std::string m = message_of([&] { read_json_file(bad); });
+  const std::string m = bad_input_message([&] { read_json_file(bad); });
   EXPECT_EQ(m.rfind(bad + ": not valid JSON: ", 0), 0u) << m;
   EXPECT_NE(m.find("line 2, column"), std::string::npos) << m;
   const std::string empty = write("empty.json", "");
-  EXPECT_EQ(message_of([&] { read_json_file(empty); }).rfind(empty + ": not valid JSON: ", 0), 0u);
+  EXPECT_EQ(
+      bad_input_message([&] { read_json_file(empty); }).rfind(empty + ": not valid JSON: ", 0), 0u);
 }
 
 }  // namespace

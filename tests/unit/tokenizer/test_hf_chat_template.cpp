@@ -3,12 +3,13 @@
 // take priority over template entries in the tokenizer config"; save_pretrained writes
 // chat_template.jinja and drops the config's entry; a legacy list is used by its "default").
 #include <gtest/gtest.h>
-#include <unistd.h>  // getpid
 
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
+#include "support/bad_input.h"
+#include "support/scratch_dir.h"
 #include "tokenizer/hf_chat_template.h"
 
 namespace medtune::tokenizer {
@@ -18,28 +19,14 @@ namespace fs = std::filesystem;
 
 class HfChatTemplate : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ =
-        (fs::temp_directory_path() / ("medtune_test_hf_chat_template_" + std::string(info->name()) +
-                                      "_" + std::to_string(::getpid())))
-            .string();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
   void TearDown() override { fs::remove_all(dir_); }
   void write(const std::string& name, const std::string& text) const {
     std::ofstream(fs::path(dir_) / name, std::ios::binary) << text;
   }
   std::string bad_input() const {
-    try {
-      hf_chat_template(dir_);
-    } catch (const BadInput& e) {
-      return e.what();
-    }
-    return "(no BadInput)";
+    return medtune::testing::bad_input_message([&] { hf_chat_template(dir_); });
   }
-  std::string dir_;
+  const std::string dir_ = medtune::testing::scratch_dir("hf_chat_template").string();
 };
 
 TEST_F(HfChatTemplate, NoneWithoutAFileOrAField) {

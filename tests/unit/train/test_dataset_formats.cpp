@@ -2,17 +2,20 @@
 // per-token mask through truncation and batching, bad records naming file, line and field, and
 // skip_invalid. The ids and masks against axolotl itself: tests/unit/apps/test_axolotl_masks.cpp.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "core/error.h"
+#include "support/bad_input.h"
 #include "train/batcher.h"
 #include "train/dataset_formats.h"
 
 namespace medtune::train {
 namespace {
+
+using medtune::testing::bad_input_message;
 
 using nlohmann::json;
 
@@ -51,15 +54,6 @@ DatasetSpec spec(DatasetType t) {
   return s;
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const BadInput& e) {
-    return e.what();
-  }
-  return "(no BadInput)";
-}
-
 TEST(MaskedExample, ContextIsTheUntrainedPrefixAndTheMaskCoversTheRest) {
   const Example ex = masked_example({5, 6, 7, 8, 9}, {0, 0, 1, 0, 1}, "f.jsonl:3");
   EXPECT_EQ(ex.context, (std::vector<int32_t>{5, 6}));
@@ -67,7 +61,9 @@ TEST(MaskedExample, ContextIsTheUntrainedPrefixAndTheMaskCoversTheRest) {
   EXPECT_EQ(ex.answer_mask, (std::vector<uint8_t>{1, 0, 1}));
   EXPECT_EQ(ex.trained_tokens(), 2);
   // Only token 0 trained: nothing is predicted (no token precedes it).
-  EXPECT_NE(message_of([] { masked_example({5, 6}, {1, 0}, "f.jsonl:4"); }).find("f.jsonl:4: nothing to train on"),
+  EXPECT_NE(bad_input_message([] {
+              masked_example({5, 6}, {1, 0}, "f.jsonl:4");
+            }).find("f.jsonl:4: nothing to train on"),
             std::string::npos);
 }
 
@@ -99,7 +95,8 @@ TEST(MaskedExample, TruncationCutsContextFromTheLeftThenAnswerFromTheRight) {
   // No context and only the first token trained after the cut: nothing left to predict.
   Example all = masked_example({1, 2, 3, 4}, {1, 1, 0, 0}, "t:2");
   all.answer_mask = {1, 0, 0, 1};
-  EXPECT_NE(message_of([&] { truncate_left(all, 2); }).find("t:2: nothing left to train on"), std::string::npos);
+  EXPECT_NE(bad_input_message([&] { truncate_left(all, 2); }).find("t:2: nothing left to train on"),
+            std::string::npos);
 }
 
 TEST(DatasetFormats, AlpacaUsesAxolotlsPromptWithAndWithoutInput) {
@@ -160,7 +157,7 @@ TEST(DatasetFormats, BadRecordsNameTheLineAndTheField) {
   const auto codec = byte_codec();
   const FormatOptions opt{false, 512};
   const auto msg = [&](DatasetType t, const json& rec) {
-    return message_of([&] { record_examples(rec, "d.jsonl:7", spec(t), opt, codec); });
+    return bad_input_message([&] { record_examples(rec, "d.jsonl:7", spec(t), opt, codec); });
   };
   EXPECT_EQ(msg(DatasetType::kAlpaca, {{"instruction", "I"}}), "d.jsonl:7: field 'output' is missing");
   EXPECT_EQ(msg(DatasetType::kAlpaca, {{"instruction", 3}, {"output", "O"}}),
@@ -198,7 +195,9 @@ class DatasetFile : public ::testing::Test {
 TEST_F(DatasetFile, AnInvalidRecordStopsTheRunUnlessSkipInvalidCountsIt) {
   DatasetSpec s = spec(DatasetType::kAlpaca);
   s.path = path_;
-  const std::string m = message_of([&] { read_axolotl_dataset(s, {false, 512}, byte_codec(), false); });
+  const std::string m = bad_input_message([&] {
+    read_axolotl_dataset(s, {false, 512}, byte_codec(), false);
+  });
   EXPECT_EQ(m.rfind(path_ + ":2: not valid JSON", 0), 0u) << m;
   const DatasetLoad load = read_axolotl_dataset(s, {false, 512}, byte_codec(), true);
   EXPECT_EQ(load.examples.size(), 2u);
