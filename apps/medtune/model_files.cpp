@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "io/hf_config.h"
 #include "tokenizer/hf_chat_template.h"
 
 namespace medtune::cli {
@@ -36,7 +37,12 @@ std::vector<int64_t> stop_token_ids(const io::Checkpoint& ckpt, const tokenizer:
     if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   };
   for (int64_t id : ckpt.config.eos_token_ids) add(id);
-  for (int64_t id : ckpt.generation_eos_token_ids) add(id);
+  // Read here, not with the checkpoint: only generating commands need it, so a broken file
+  // does not stop eval or train. A GGUF carries its stop tokens (eos, eot) in its metadata.
+  const std::filesystem::path generation_config =
+      std::filesystem::path(ckpt.path) / "generation_config.json";
+  if (!ckpt.gguf && std::filesystem::exists(generation_config))
+    for (int64_t id : io::read_generation_eos_token_ids(generation_config.string())) add(id);
   if (tok.eos_id() >= 0) add(tok.eos_id());
   return ids;
 }

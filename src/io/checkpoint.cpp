@@ -131,9 +131,6 @@ Checkpoint open_checkpoint(const std::string& path) {
     if (!fs::is_regular_file(config_path))
       throw BadInput(path + ": not a model directory (no config.json)");
     ck.config = read_hf_config(config_path);
-    const fs::path generation_config = fs::path(path) / "generation_config.json";
-    if (fs::exists(generation_config))
-      ck.generation_eos_token_ids = read_generation_eos_token_ids(generation_config.string());
     // bitsandbytes 4-bit checkpoints (QLoRA's saved form) have their own reader; any other
     // quantization_config is refused there with a message naming it
     ck.tensors = quantization_method(config_path).empty() ? read_safetensors_dir(path)

@@ -7,7 +7,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "core/raw_tensor.h"
 #include "io/gguf.h"
@@ -19,9 +18,6 @@ struct Checkpoint {
   std::string path;    // what the user named: a directory or a .gguf file
   std::string format;  // "safetensors" or "gguf"
   ModelConfig config;
-  // A Hugging Face directory's generation_config.json eos_token_id (empty without one, and for
-  // GGUF files, which carry their stop tokens in their metadata: the eos and eot ids).
-  std::vector<int64_t> generation_eos_token_ids;
   // Keyed by Hugging Face names ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight", ...).
   std::map<std::string, RawTensor> tensors;
   // llama.cpp's converter permutes the rows of q_proj/k_proj for its interleaved rope (llama and
