@@ -180,34 +180,37 @@ inline __m256i group_values(const uint8_t* blk, int grp) {
   }
 }
 
-// A super-block's float factors: ds[grp], each group's d_w, and (kMinGroups) dm[grp], its min
+// A super-block's float factors: ds[grp * stride], each group's d_w, and (kMinGroups)
+// dm[grp * stride], its min
 // (Q4_K and Q5_K: d * sc_grp and -(dmin * m_grp); Q6_K and Q3_K: d; IQ4_XS: d * (scale - 32), all
 // exact in fp32); for kScaledGroups the 16 int scales as int8 (Q6_K's stored bytes, Q3_K's 6-bit
 // values minus 32).
 template <DType D>
-inline void super_factors(const uint8_t* blk, float* ds, float* dm, __m128i* scales16) {
+inline void super_factors(const uint8_t* blk, float* ds, float* dm, __m128i* scales16,
+                          int stride = 1) {
   if constexpr (kMinGroups<D>) {
     const float d = f16(blk), dmin = f16(blk + 2);
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, mn;
       kquant::q4k_scale_min(j, blk + 4, &sc, &mn);
-      ds[j] = d * static_cast<float>(sc);
-      dm[j] = -(dmin * static_cast<float>(mn));
+      ds[j * stride] = d * static_cast<float>(sc);
+      dm[j * stride] = -(dmin * static_cast<float>(mn));
     }
   } else if constexpr (D == DType::Q6_K) {
     const float d = f16(blk + kquant::kQ6KDOffset);
-    for (int j = 0; j < 8; ++j) ds[j] = d;
+    for (int j = 0; j < 8; ++j) ds[j * stride] = d;
     *scales16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kquant::kQ6KScaleOffset));
   } else if constexpr (D == DType::Q3_K) {
     const float d = f16(blk + kquant::kQ3KDOffset);
-    for (int j = 0; j < 8; ++j) ds[j] = d;
+    for (int j = 0; j < 8; ++j) ds[j * stride] = d;
     alignas(16) int8_t sc[16];
     for (int i = 0; i < 16; ++i)
       sc[i] = static_cast<int8_t>(kquant::q3k_scale(i, blk + kquant::kQ3KScaleOffset) - 32);
     *scales16 = _mm_load_si128(reinterpret_cast<const __m128i*>(sc));
   } else {
     const float d = f16(blk);
-    for (int j = 0; j < 8; ++j) ds[j] = d * static_cast<float>(kquant::iq4xs_scale(j, blk) - 32);
+    for (int j = 0; j < 8; ++j)
+      ds[j * stride] = d * static_cast<float>(kquant::iq4xs_scale(j, blk) - 32);
   }
 }
 
@@ -269,19 +272,27 @@ inline __m256i nf4_level_table() {
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(int8::nf4_levels())));
 }
 
-// Activation block b of an NF4 row (half b % 2 of the 64-element block b / 2): its 32 codes
-// looked up in the int8 levels (element 2i is byte i's high nibble, 2i + 1 its low one), and
-// *dw = absmax / 127.
-inline __m256i nf4_values(const uint8_t* w, int64_t b, __m256i levels, float* dw) {
+// Activation block b of an NF4 row (half b % 2 of the 64-element block b / 2): nf4_codes, its 32
+// codes looked up in the int8 levels (element 2i is byte i's high nibble, 2i + 1 its low one);
+// nf4_absmax, its block's absmax; nf4_values, the codes and *dw = absmax / 127.
+inline __m256i nf4_codes(const uint8_t* w, int64_t b, __m256i levels) {
   const uint8_t* blk = w + nf4::kRowBlockBytes * (b / 2);
-  float absmax;
-  std::memcpy(&absmax, blk, 4);
-  *dw = absmax / 127.0f;
   const __m128i m4 = _mm_set1_epi8(0x0F);
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 4 + 16 * (b % 2)));
   const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), m4), lo = _mm_and_si128(bytes, m4);
   return _mm256_shuffle_epi8(
       levels, _mm256_set_m128i(_mm_unpackhi_epi8(hi, lo), _mm_unpacklo_epi8(hi, lo)));
+}
+
+inline float nf4_absmax(const uint8_t* w, int64_t b) {
+  float absmax;
+  std::memcpy(&absmax, w + nf4::kRowBlockBytes * (b / 2), 4);
+  return absmax;
+}
+
+inline __m256i nf4_values(const uint8_t* w, int64_t b, __m256i levels, float* dw) {
+  *dw = nf4_absmax(w, b) / 127.0f;
+  return nf4_codes(w, b, levels);
 }
 
 // NF4, by half-block of 32: the codes (high nibble first) looked up in the int8 levels, signed
@@ -319,37 +330,53 @@ void dot_tile_any(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb,
 // medians of 5 alternating rounds on a noisy machine (tokens/s, Q4_1 / Q8_0): one call per row with
 // the dtype switch inside, 135 / 133; this, without the prefetch, 151 / 161; with it, 163 / 163.
 // Taking 2 or 4 rows at once (independent FMA chains) made decode 1.3-2.6x slower: interleaved
-// row streams defeat the hardware prefetcher on weights larger than the cache. The distance,
+// row streams defeat the hardware prefetcher on weights larger than the cache (dot_eight_rows
+// takes 8 at once, and prefetches their bytes in address order for that reason). The distance,
 // 4096 bytes then, is 16384 since session 40: on an Intel Xeon (AVX-512 VNNI) decode after a
 // 256-token prompt went from 120-128 to 138-143 tokens/s (Q4_1) and from 77-85 to 95 (Q8_0),
 // 3 alternating rounds each; 32768 was no better. Not re-measured on Zen 4.
 constexpr int64_t kPrefetchBytes = 16384;
 
-// Block b of a row of type D against the token's block: the 8 lane sums, and d_w (lane 0 of dm)
-// with the min m_w (lane 1) of Q4_1 and Q5_1, whose two halves are adjacent: one conversion for
-// both. Q4_0's and Q5_0's lanes are their unsigned integers' u (w = u - c, c = 8 or 16): the
-// caller takes c * sum(x) off the block's sum (dot_one_token).
+// Block b of a row of type D against the token's block: block_ints, its 8 lane sums against the
+// block's activation bytes xq; block_lanes, those and d_w (lane 0 of dm) with the min m_w (lane 1)
+// of Q4_1 and Q5_1, whose two halves are adjacent: one conversion for both. Q4_0's and Q5_0's
+// lanes are their unsigned integers' u (w = u - c, c = 8 or 16): the caller takes c * sum(x) off
+// the block's sum (dot_one_token).
+template <DType D>
+inline __m256i block_ints(const uint8_t* blk, __m256i xq) {
+  if constexpr (D == DType::Q4_1 || D == DType::Q5_1) {
+    return dot4(D == DType::Q5_1 ? block_bytes::q5_values(blk + 4, blk + 8) : nibbles(blk + 4), xq);
+  } else if constexpr (D == DType::Q8_0 || D == DType::IQ4_NL) {
+    const __m256i w = D == DType::Q8_0 ? load_q(reinterpret_cast<const int8_t*>(blk + 2))
+                                       : block_bytes::iq4_values(blk + 2);
+    return dot4(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xq, w));
+  } else if constexpr (D == DType::Q5_0) {
+    return dot4(block_bytes::q5_values(blk + 2, blk + 6), xq);
+  } else {
+    return dot4(nibbles(blk + 2), xq);
+  }
+}
+
 template <DType D>
 inline __m256i block_lanes(const uint8_t* blk, const int8::BlockQ8& xb, __m128* dm) {
   if constexpr (D == DType::Q4_1 || D == DType::Q5_1) {
     uint32_t h2;
     std::memcpy(&h2, blk, 4);
     *dm = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h2)));
-    return dot4(D == DType::Q5_1 ? block_bytes::q5_values(blk + 4, blk + 8) : nibbles(blk + 4),
-                load_q(xb.q));
   } else {
     *dm = _mm_set_ss(f16(blk));
-    if constexpr (D == DType::Q8_0 || D == DType::IQ4_NL) {
-      const __m256i w = D == DType::Q8_0 ? load_q(reinterpret_cast<const int8_t*>(blk + 2))
-                                         : block_bytes::iq4_values(blk + 2);
-      return dot4(_mm256_sign_epi8(w, w), _mm256_sign_epi8(load_q(xb.q), w));
-    } else if constexpr (D == DType::Q5_0) {
-      return dot4(block_bytes::q5_values(blk + 2, blk + 6), load_q(xb.q));
-    } else {
-      return dot4(nibbles(blk + 2), load_q(xb.q));
-    }
   }
+  return block_ints<D>(blk, load_q(xb.q));
 }
+
+// Bytes of one block of a legacy-block type D.
+template <DType D>
+constexpr int64_t kBlockBytes = D == DType::Q8_0   ? 34
+                                : D == DType::Q4_0 ? 18
+                                : D == DType::Q4_1 ? 20
+                                : D == DType::Q5_0 ? block_bytes::kQ5_0Bytes
+                                : D == DType::Q5_1 ? block_bytes::kQ5_1Bytes
+                                                   : kquant::kIq4nlBytes;
 
 // Q4_0 and Q5_0 against one token: their unsigned integers u (w = u - c) go straight into dot4,
 // and c times the token block's integer sum is taken off each block's sum, xoff[b] = c * sum(x_b)
@@ -367,12 +394,7 @@ template <DType D>
 float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, const float* xoff) {
   constexpr bool kMin = D == DType::Q4_1 || D == DType::Q5_1;
   constexpr bool kOffset = kUnsignedOffset<D> != 0;
-  constexpr int64_t kBytes = D == DType::Q8_0   ? 34
-                             : D == DType::Q4_0 ? 18
-                             : D == DType::Q4_1 ? 20
-                             : D == DType::Q5_0 ? block_bytes::kQ5_0Bytes
-                             : D == DType::Q5_1 ? block_bytes::kQ5_1Bytes
-                                                : kquant::kIq4nlBytes;
+  constexpr int64_t kBytes = kBlockBytes<D>;
   float acc = 0.0f, macc = 0.0f;
   // Block b's terms, in block order: acc = fma(d_w * d_x, sum, acc), macc = fma(m_w, s_x, macc).
   const auto add = [&](__m128 dm, float sum, const int8::BlockQ8& xb) {
@@ -401,6 +423,86 @@ float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, const 
     add(dm, kOffset ? block_sum(p) - xoff[b] : block_sum(p), x[b]);
   }
   return kMin ? acc + macc : acc;
+}
+
+// The integer sums of 8 blocks, sums[r] = the 8 lanes of p[r] added (exact), as floats in row
+// order: block_sums4's unpacks and adds on rows 0-3 and 4-7, then the two 128-bit halves of each
+// added (rows 0-3 in the low half of the result).
+inline __m256 block_sums8(const __m256i* p) {
+  const auto pairs = [](__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+  };
+  const auto quads = [](__m256i u01, __m256i u23) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(u01, u23), _mm256_unpackhi_epi64(u01, u23));
+  };
+  const __m256i v0 = quads(pairs(p[0], p[1]), pairs(p[2], p[3]));  // rows 0-3 in each half
+  const __m256i v1 = quads(pairs(p[4], p[5]), pairs(p[6], p[7]));  // rows 4-7 in each half
+  return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_permute2x128_si256(v0, v1, 0x20),
+                                             _mm256_permute2x128_si256(v0, v1, 0x31)));
+}
+
+// The first 4 bytes of 8 blocks (8 rows' block b, at blk[r]) as their two halves: *d = the first
+// half of each (d_w), *m = the second (Q4_1's and Q5_1's m_w; for the other types the block's
+// next two bytes, which the caller ignores), rows in lane order.
+inline void block_heads8(const uint8_t* const* blk, __m256* d, __m256* m) {
+  uint32_t h[8];
+  for (int r = 0; r < 8; ++r) std::memcpy(&h[r], blk[r], 4);
+  const __m256i v =
+      _mm256_setr_epi32(static_cast<int>(h[0]), static_cast<int>(h[1]), static_cast<int>(h[2]),
+                        static_cast<int>(h[3]), static_cast<int>(h[4]), static_cast<int>(h[5]),
+                        static_cast<int>(h[6]), static_cast<int>(h[7]));
+  // In each 128-bit half: the 4 first halves, then the 4 second ones; then the 64-bit quarters
+  // reordered to [d rows 0-3, d rows 4-7, m rows 0-3, m rows 4-7].
+  const __m256i split = _mm256_shuffle_epi8(
+      v, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9,
+                          12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  const __m256i ordered = _mm256_permute4x64_epi64(split, _MM_SHUFFLE(3, 1, 2, 0));
+  *d = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
+  *m = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
+}
+
+// Prefetches the cache lines of the addresses [begin, end), in address order.
+inline void prefetch_lines(uintptr_t begin, uintptr_t end) {
+  for (uintptr_t line = begin & ~uintptr_t{63}; line < end; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+}
+
+// Eight rows of a legacy-block type D (row r at w + r * row_bytes) against one token: y[r] =
+// dot_one_token<D>'s value for row r, bit for bit. Row r's chain of block terms is lane r of one
+// vector, so a block costs the 8 rows one multiply and one FMA (two with a min) where one row at a
+// time waits on a scalar FMA chain (4 cycles a block on Zen 3) and converts each block's scales
+// alone; the integer sums and every float operation, in block order, are dot_one_token's (lane r
+// performs row r's sequence). The 8 rows are one contiguous range of bytes, read 8 places at once:
+// the hardware prefetcher does not follow that, so each block's step prefetches the range's lines
+// kPrefetchBytes ahead in address order (one prefetch 16 KiB ahead of each row's block instead:
+// Q8_0 rows streamed from memory 0.64x as fast as one row at a time). One thread, rows of 576
+// streamed from memory (196608 rows, 3x the cache), Zen 3: Q4_1 10.4 -> 14.1 GB/s, Q8_0 15.3 ->
+// 15.4 (the thread's read bandwidth); from the cache, 1.5x both.
+template <DType D>
+void dot_eight_rows(const uint8_t* w, int64_t row_bytes, const int8::BlockQ8* x, int64_t nb,
+                    const float* xoff, float* y) {
+  constexpr bool kMin = D == DType::Q4_1 || D == DType::Q5_1;
+  constexpr bool kOffset = kUnsignedOffset<D> != 0;
+  constexpr int64_t kBytes = kBlockBytes<D>;
+  __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchBytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_lines(ahead + 8 * kBytes * b, ahead + 8 * kBytes * (b + 1));
+    const __m256i xq = load_q(x[b].q);
+    const uint8_t* blk[8];
+    __m256i p[8];
+    for (int r = 0; r < 8; ++r) {
+      blk[r] = w + r * row_bytes + kBytes * b;
+      p[r] = block_ints<D>(blk[r], xq);
+    }
+    __m256 sums = block_sums8(p);
+    if constexpr (kOffset) sums = _mm256_sub_ps(sums, _mm256_set1_ps(xoff[b]));
+    __m256 dw, mw;
+    block_heads8(blk, &dw, &mw);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x[b].d)), sums, acc);
+    if constexpr (kMin) macc = _mm256_fmadd_ps(mw, _mm256_set1_ps(x[b].s), macc);
+  }
+  _mm256_storeu_ps(y, kMin ? _mm256_add_ps(acc, macc) : acc);
 }
 
 // One token against one row of a super-block type D: the integer sums and float operations of
@@ -478,15 +580,79 @@ float dot_one_token_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
   return acc;
 }
 
+// Eight rows of a super-block type D against one token: y[r] = dot_one_token_k<D>'s value for
+// row r, bit for bit, one lane per row as dot_eight_rows (whose reasons apply); each super-block's
+// factors are decoded row by row into [group][row] order, one vector per group.
+template <DType D>
+void dot_eight_rows_k(const uint8_t* w, int64_t row_bytes, const int8::BlockQ8* x, int64_t nb,
+                      float* y) {
+  constexpr bool kMin = kMinGroups<D>;
+  constexpr int64_t kBytes = kSuperBytes<D>;
+  __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchBytes;
+  for (int64_t sb = 0; sb < nb / 8; ++sb) {
+    prefetch_lines(ahead + 8 * kBytes * sb, ahead + 8 * kBytes * (sb + 1));
+    const uint8_t* blk[8];
+    alignas(32) float ds[8][8], dm[8][8];  // [group][row]
+    __m128i scales16[8];
+    for (int r = 0; r < 8; ++r) {
+      blk[r] = w + r * row_bytes + kBytes * sb;
+      scales16[r] = _mm_setzero_si128();
+      super_factors<D>(blk[r], &ds[0][r], &dm[0][r], &scales16[r], 8);
+    }
+    const int8::BlockQ8* xs = x + 8 * sb;
+    for (int grp = 0; grp < 8; ++grp) {
+      const __m256i xq = load_q(xs[grp].q);
+      __m256i p[8];
+      for (int r = 0; r < 8; ++r)
+        p[r] = group_lanes<D>(group_values<D>(blk[r], grp), xq, scales16[r], grp);
+      const __m256 sums = block_sums8(p);
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_load_ps(ds[grp]), _mm256_set1_ps(xs[grp].d)), sums,
+                            acc);
+      if constexpr (kMin)
+        macc = _mm256_fmadd_ps(_mm256_load_ps(dm[grp]), _mm256_set1_ps(xs[grp].s), macc);
+    }
+  }
+  _mm256_storeu_ps(y, kMin ? _mm256_add_ps(acc, macc) : acc);
+}
+
+// Eight NF4 rows against one token: y[r] = dot_one_token_nf4's value for row r, bit for bit, one
+// lane per row as dot_eight_rows; d_w = absmax / 127 for the 8 rows in one division.
+void dot_eight_rows_nf4(const uint8_t* w, int64_t row_bytes, const int8::BlockQ8* x, int64_t nb,
+                        float* y) {
+  const __m256i levels = nf4_level_table();
+  constexpr int64_t kHalfBytes = nf4::kRowBlockBytes / 2;  // a row's bytes per activation block
+  __m256 acc = _mm256_setzero_ps();
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(w) + kPrefetchBytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_lines(ahead + 8 * kHalfBytes * b, ahead + 8 * kHalfBytes * (b + 1));
+    const __m256i xq = load_q(x[b].q);
+    __m256i p[8];
+    alignas(32) float absmax[8];
+    for (int r = 0; r < 8; ++r) {
+      const __m256i v = nf4_codes(w + r * row_bytes, b, levels);
+      p[r] = dot4(_mm256_sign_epi8(v, v), _mm256_sign_epi8(xq, v));
+      absmax[r] = nf4_absmax(w + r * row_bytes, b);
+    }
+    const __m256 dw = _mm256_div_ps(_mm256_load_ps(absmax), _mm256_set1_ps(127.0f));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(x[b].d)), block_sums8(p), acc);
+  }
+  _mm256_storeu_ps(y, acc);
+}
+
 // Rows [0, nrows) of type D against one token.
 template <DType D>
 void rows_one_token(const uint8_t* w, int64_t row_bytes, int64_t nrows, const int8::BlockQ8* x,
                     int64_t nb, float* y) {
   if constexpr (D == DType::Q4_K || D == DType::Q5_K || D == DType::Q6_K || D == DType::Q3_K ||
                 D == DType::IQ4_XS) {
-    for (int64_t r = 0; r < nrows; ++r) y[r] = dot_one_token_k<D>(w + r * row_bytes, x, nb);
+    int64_t r = 0;
+    for (; r + 8 <= nrows; r += 8) dot_eight_rows_k<D>(w + r * row_bytes, row_bytes, x, nb, y + r);
+    for (; r < nrows; ++r) y[r] = dot_one_token_k<D>(w + r * row_bytes, x, nb);
   } else if constexpr (D == DType::NF4) {
-    for (int64_t r = 0; r < nrows; ++r) y[r] = dot_one_token_nf4(w + r * row_bytes, x, nb);
+    int64_t r = 0;
+    for (; r + 8 <= nrows; r += 8) dot_eight_rows_nf4(w + r * row_bytes, row_bytes, x, nb, y + r);
+    for (; r < nrows; ++r) y[r] = dot_one_token_nf4(w + r * row_bytes, x, nb);
   } else {
     // Q4_0 and Q5_0: xoff[b] = c * sum(x_b), the integer sum as a float (exact).
     thread_local std::vector<float> xoff;
@@ -495,8 +661,10 @@ void rows_one_token(const uint8_t* w, int64_t row_bytes, int64_t nrows, const in
       for (int64_t b = 0; b < nb; ++b)
         xoff[b] = kUnsignedOffset<D> * block_sum(dot4(_mm256_set1_epi8(1), load_q(x[b].q)));
     }
-    for (int64_t r = 0; r < nrows; ++r)
-      y[r] = dot_one_token<D>(w + r * row_bytes, x, nb, xoff.data());
+    int64_t r = 0;
+    for (; r + 8 <= nrows; r += 8)
+      dot_eight_rows<D>(w + r * row_bytes, row_bytes, x, nb, xoff.data(), y + r);
+    for (; r < nrows; ++r) y[r] = dot_one_token<D>(w + r * row_bytes, x, nb, xoff.data());
   }
 }
 

@@ -278,10 +278,11 @@ TEST_P(Int8Dot, EveryPathMatchesScalarReferenceBitForBit) {
 
 // dot_row_block (several rows per call; the tokens after the last 4-token tile through the
 // one-token kernels of Q8_0/Q4_0/Q4_1) gives every element the scalar reference's bits, and writes
-// nothing past its rows, for 1..11 rows and 1..6 tokens on every path this CPU runs.
+// nothing past its rows, for 1..19 rows (the one-token kernels' groups of 8 rows and the rows
+// after them) and 1..6 tokens on every path this CPU runs.
 TEST_P(Int8Dot, RowBlocksMatchScalarReferenceBitForBit) {
   const DType t = GetParam();
-  constexpr int kRows = 11, kTok = 6;
+  constexpr int kRows = 19, kTok = 6;
   const std::vector<uint8_t> w = weight_rows(t, kRows, 13);
   const std::vector<BlockQ8> q = quantize(activations(kTok * kN, 14));
   const int64_t nb = kN / 32, rb = dtype_row_bytes(t, kN);
@@ -481,7 +482,7 @@ TEST_P(Int8Gemm, EveryKernelMatchesScalarReferenceBitForBit) {
 // -32, -32), and every activation +-127 (blocks of constant sign and magnitude). kRows rows of kN,
 // then kTok tokens' blocks.
 struct ExtremeOperands {
-  static constexpr int kRows = 5, kTok = 20;
+  static constexpr int kRows = 9, kTok = 20;  // 9 rows: the one-token kernels take 8 at a time
   std::vector<uint8_t> w;
   std::vector<BlockQ8> q;
 };
