@@ -1,5 +1,6 @@
 // int8 dot kernels, AVX2: vpmaddubsw (u8 x s8 pairs -> s16, never saturating here) then vpmaddwd with ones (pairs -> s32).
 // Status: executed and tested on AMD Zen 3.
+#include "core/error.h"
 #include "core/kquant_layout.h"
 #include "core/nf4.h"
 #include "core/quant_int8_kernels.h"
@@ -8,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/block_bytes_avx2.h"

@@ -1,5 +1,6 @@
 // int8 dot kernels, AVX-512 VNNI with AVX512VL (Intel Cascade Lake+, AMD Zen 4+): vpdpbusd on 256-bit registers, so lanes and order match the AVX2 path exactly.
 // Status: executed on AMD Zen 4 (sessions 18 and 19): bit for bit the AVX2 path and the scalar reference (test_quant_int8 checks that wherever the CPU has it).
+#include "core/error.h"
 #include "core/kquant_layout.h"
 #include "core/nf4.h"
 #include "core/quant_int8_kernels.h"
@@ -8,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/block_bytes_avx2.h"

@@ -1,5 +1,6 @@
 // int8 dot kernels, AVX-VNNI (Intel Alder Lake+, AMD Zen 5): one vpdpbusd (VEX) per 32 bytes.
 // Status: compiled here, NOT executed: the development CPU (AMD Zen 3) lacks AVX-VNNI; its results must equal the AVX2 path bit for bit (test_quant_int8 checks that wherever the CPU has it).
+#include "core/error.h"
 #include "core/kquant_layout.h"
 #include "core/nf4.h"
 #include "core/quant_int8_kernels.h"
@@ -8,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/block_bytes_avx2.h"

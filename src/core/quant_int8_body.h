@@ -10,9 +10,7 @@
 // AVX2 and VNNI lanes hold the same exact integers.
 
 // #include'd in an anonymous namespace after dot4(); needs <immintrin.h>, <cstring>, <cstdint>,
-// <vector>, core/kquant_layout.h, core/nf4.h and core/block_bytes_avx2.h.
-
-constexpr int kTokTile = 4;  // tokens per pass over a weight row (each block decoded once)
+// <string>, <vector>, core/error.h, core/kquant_layout.h, core/nf4.h and core/block_bytes_avx2.h.
 
 inline float f16(const uint8_t* p) {
   uint16_t h;
@@ -56,95 +54,6 @@ inline __m128 block_sums4(const __m256i* p) {
   const __m256i u23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p[2], p[3]), _mm256_unpackhi_epi32(p[2], p[3]));
   const __m256i v = _mm256_add_epi32(_mm256_unpacklo_epi64(u01, u23), _mm256_unpackhi_epi64(u01, u23));
   return _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
-}
-
-// The block sums of T tokens, acc[k] = fma(dw * d_x[k], sum[k], acc[k]): T = 1 in a scalar, T = 4
-// in the lanes of one xmm (token k in lane k); the same operations either way.
-template <int T>
-struct BlockAcc;
-
-template <>
-struct BlockAcc<1> {
-  float acc = 0.0f, macc = 0.0f;
-  void add(const __m256i* p, float dw, const int8::BlockQ8* const* xb) {
-    acc = fma1(dw * xb[0]->d, block_sum(p[0]), acc);
-  }
-  void add_min(float mw, const int8::BlockQ8* const* xb) { macc = fma1(mw, xb[0]->s, macc); }
-  void store(bool has_min, float* y, int64_t) const { y[0] = has_min ? acc + macc : acc; }
-};
-
-template <>
-struct BlockAcc<4> {
-  __m128 acc = _mm_setzero_ps(), macc = _mm_setzero_ps();
-  // The 4 tokens' d_x (lanes 0-3) and s_x: each BlockQ8 starts with d then s.
-  static void load_ds(const int8::BlockQ8* const* xb, __m128* d, __m128* s) {
-    __m128 ds[4];
-    for (int k = 0; k < 4; ++k)
-      ds[k] = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(&xb[k]->d)));
-    const __m128 t01 = _mm_unpacklo_ps(ds[0], ds[1]), t23 = _mm_unpacklo_ps(ds[2], ds[3]);  // d0 d1 s0 s1
-    *d = _mm_movelh_ps(t01, t23);
-    *s = _mm_movehl_ps(t23, t01);
-  }
-  void add(const __m256i* p, float dw, const int8::BlockQ8* const* xb) {
-    const __m128 sums = block_sums4(p);
-    __m128 d, s;
-    load_ds(xb, &d, &s);
-    acc = _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(dw), d), sums, acc);
-  }
-  void add_min(float mw, const int8::BlockQ8* const* xb) {
-    __m128 d, s;
-    load_ds(xb, &d, &s);
-    macc = _mm_fmadd_ps(_mm_set1_ps(mw), s, macc);
-  }
-  void store(bool has_min, float* y, int64_t y_stride) const {
-    alignas(16) float out[4];
-    _mm_store_ps(out, has_min ? _mm_add_ps(acc, macc) : acc);
-    for (int k = 0; k < 4; ++k) y[k * y_stride] = out[k];
-  }
-};
-
-// Signed weights (Q8_0, Q4_0, Q5_0, IQ4_NL, NF4): |w| as unsigned bytes, the sign moved onto
-// the activations.
-template <int T>
-inline void accumulate_signed(__m256i w, float dw, const int8::BlockQ8* const* xb, BlockAcc<T>& acc) {
-  const __m256i aw = _mm256_sign_epi8(w, w);
-  __m256i p[T];
-  for (int k = 0; k < T; ++k) p[k] = dot4(aw, _mm256_sign_epi8(load_q(xb[k]->q), w));
-  acc.add(p, dw, xb);
-}
-
-template <int T>
-void dot_tile(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y,
-              int64_t y_stride) {
-  BlockAcc<T> acc;
-  const int8::BlockQ8* xb[T];
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int k = 0; k < T; ++k) xb[k] = x + k * nb + b;
-    if (t == DType::Q8_0) {
-      const uint8_t* blk = w + 34 * b;
-      accumulate_signed<T>(load_q(reinterpret_cast<const int8_t*>(blk + 2)), f16(blk), xb, acc);
-    } else if (t == DType::Q4_0) {
-      const uint8_t* blk = w + 18 * b;
-      accumulate_signed<T>(_mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8)), f16(blk), xb, acc);
-    } else if (t == DType::Q5_0) {
-      const uint8_t* blk = w + block_bytes::kQ5_0Bytes * b;
-      accumulate_signed<T>(
-          _mm256_sub_epi8(block_bytes::q5_values(blk + 2, blk + 6), _mm256_set1_epi8(16)), f16(blk),
-          xb, acc);
-    } else if (t == DType::IQ4_NL) {
-      const uint8_t* blk = w + kquant::kIq4nlBytes * b;
-      accumulate_signed<T>(block_bytes::iq4_values(blk + 2), f16(blk), xb, acc);
-    } else {  // Q4_1, Q5_1: unsigned weights (0..15, 0..31) go straight into the unsigned operand
-      const bool five = t == DType::Q5_1;
-      const uint8_t* blk = w + (five ? block_bytes::kQ5_1Bytes : 20) * b;
-      const __m256i q = five ? block_bytes::q5_values(blk + 4, blk + 8) : nibbles(blk + 4);
-      __m256i p[T];
-      for (int k = 0; k < T; ++k) p[k] = dot4(q, load_q(xb[k]->q));
-      acc.add(p, f16(blk), xb);
-      acc.add_min(f16(blk + 2), xb);
-    }
-  }
-  acc.store(t == DType::Q4_1 || t == DType::Q5_1, y, y_stride);
 }
 
 // The super-block types (Q4_K, Q5_K, Q6_K, Q3_K, IQ4_XS) by super-block of 256: group grp (0..7)
@@ -242,30 +151,6 @@ inline __m256i group_lanes(__m256i q, __m256i xq, __m128i scales16, int grp) {
     return dot4(_mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q));
 }
 
-// Super-block rows (D), one super-block (8 activation blocks) at a time.
-template <int T, DType D>
-void dot_tile_k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
-  BlockAcc<T> acc;
-  for (int64_t sb = 0; sb < nb / 8; ++sb) {
-    const uint8_t* blk = w + kSuperBytes<D> * sb;
-    float ds[8], dm[8];
-    __m128i scales16 = _mm_setzero_si128();
-    super_factors<D>(blk, ds, dm, &scales16);
-    for (int grp = 0; grp < 8; ++grp) {
-      const __m256i q = group_values<D>(blk, grp);
-      const int8::BlockQ8* xb[T];
-      __m256i p[T];
-      for (int k = 0; k < T; ++k) {
-        xb[k] = x + k * nb + 8 * sb + grp;
-        p[k] = group_lanes<D>(q, load_q(xb[k]->q), scales16, grp);
-      }
-      acc.add(p, ds[grp], xb);
-      if constexpr (kMinGroups<D>) acc.add_min(dm[grp], xb);
-    }
-  }
-  acc.store(kMinGroups<D>, y, y_stride);
-}
-
 // NF4's int8 levels in both 128-bit halves, for nf4_values' lookup.
 inline __m256i nf4_level_table() {
   return _mm256_broadcastsi128_si256(
@@ -295,35 +180,8 @@ inline __m256i nf4_values(const uint8_t* w, int64_t b, __m256i levels, float* dw
   return nf4_codes(w, b, levels);
 }
 
-// NF4, by half-block of 32: the codes (high nibble first) looked up in the int8 levels, signed
-// weights as Q8_0's; d_w = absmax / 127 (quant_int8.h).
-template <int T>
-void dot_tile_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
-  BlockAcc<T> acc;
-  const __m256i levels = nf4_level_table();
-  const int8::BlockQ8* xb[T];
-  for (int64_t b = 0; b < nb; ++b) {
-    float dw;
-    const __m256i v = nf4_values(w, b, levels, &dw);
-    for (int k = 0; k < T; ++k) xb[k] = x + k * nb + b;
-    accumulate_signed<T>(v, dw, xb, acc);
-  }
-  acc.store(false, y, y_stride);
-}
-
-template <int T>
-void dot_tile_any(DType t, const uint8_t* w, const int8::BlockQ8* x, int64_t nb, float* y, int64_t y_stride) {
-  if (t == DType::Q4_K) return dot_tile_k<T, DType::Q4_K>(w, x, nb, y, y_stride);
-  if (t == DType::Q5_K) return dot_tile_k<T, DType::Q5_K>(w, x, nb, y, y_stride);
-  if (t == DType::Q6_K) return dot_tile_k<T, DType::Q6_K>(w, x, nb, y, y_stride);
-  if (t == DType::Q3_K) return dot_tile_k<T, DType::Q3_K>(w, x, nb, y, y_stride);
-  if (t == DType::IQ4_XS) return dot_tile_k<T, DType::IQ4_XS>(w, x, nb, y, y_stride);
-  if (t == DType::NF4) return dot_tile_nf4<T>(w, x, nb, y, y_stride);
-  dot_tile<T>(t, w, x, nb, y, y_stride);
-}
-
 // One token against one row of a legacy-block type D (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): the
-// sums and float operations of dot_tile<1> (so the same bits), with the dtype known at compile
+// sums and float operations of int8::dot_scalar (so the same bits), with the dtype known at compile
 // time, Q4_0's and Q5_0's integers unsigned (kUnsignedOffset), the row stream prefetched ahead,
 // and the integer sums of 4 blocks reduced together (block_sums4: a quarter of the shuffles of 4
 // block_sum). Measured on Zen 4, SmolLM2 decode at batch 1, 2 threads,
@@ -506,11 +364,11 @@ void dot_eight_rows(const uint8_t* w, int64_t row_bytes, const int8::BlockQ8* x,
 }
 
 // One token against one row of a super-block type D: the integer sums and float operations of
-// dot_tile_k<1, D> (so the same bits), with the row stream prefetched ahead (each super-block's
+// int8::dot_scalar (so the same bits), with the row stream prefetched ahead (each super-block's
 // lines, kPrefetchBytes on) and the integer sums of 4 groups reduced together, as dot_one_token
-// does for the legacy blocks. Before it, on an Intel Xeon (AVX-512 VNNI; SmolLM2 decode at batch 1, 2 threads), a
-// file with Q6_K ffn_down decoded 12% slower than the all-Q8_0 one, 21% larger; with it, 3
-// alternating rounds, tokens/s: Q4_K_M 87-112 -> 119-141, Q4_K_S 87-119 -> 130-145, the Q6_K
+// does for the legacy blocks. Before it, on an Intel Xeon (AVX-512 VNNI; SmolLM2 decode at batch 1,
+// 2 threads), a file with Q6_K ffn_down decoded 12% slower than the all-Q8_0 one, 21% larger; with
+// it, 3 alternating rounds, tokens/s: Q4_K_M 87-112 -> 119-141, Q4_K_S 87-119 -> 130-145, the Q6_K
 // file 102-105 -> 115-125 (Q4_K_M under MEDTUNE_ISA=avx2: 108 -> 140).
 template <DType D>
 float dot_one_token_k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
@@ -544,12 +402,12 @@ float dot_one_token_k(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
   return kMin ? acc + macc : acc;
 }
 
-// One token against one NF4 row: the integer sums and float operations of dot_tile_nf4<1> (so the
+// One token against one NF4 row: the integer sums and float operations of int8::dot_scalar (so the
 // same bits), with the row stream prefetched ahead and 4 blocks' sums reduced together, as
 // dot_one_token. The signed form stays: NF4's levels + 128 reach 255, whose vpmaddubsw pair sums
 // (2 * 255 * 127) would saturate on AVX2. SmolLM2 quantized to NF4 at load (`generate
 // --base-quant nf4 --precision int8`), decode at batch 1, Intel Xeon (AVX-512 VNNI), 2 threads, 3
-// alternating rounds: 55-60 tokens/s through dot_tile_nf4<1>, 167-178 with this.
+// alternating rounds: 55-60 tokens/s through the one-row loop before it, 167-178 with this.
 float dot_one_token_nf4(const uint8_t* w, const int8::BlockQ8* x, int64_t nb) {
   const __m256i levels = nf4_level_table();
   const auto lanes = [&](int64_t b, float* dw) {
@@ -668,13 +526,10 @@ void rows_one_token(const uint8_t* w, int64_t row_bytes, int64_t nrows, const in
   }
 }
 
-// Rows [0, nrows) of a type with an int8 kernel against one token; false for other types.
-bool dot_rows_one_token(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const int8::BlockQ8* x,
-                        int64_t nb, float* y) {
-  const auto run = [&](auto rows) {
-    rows(w, row_bytes, nrows, x, nb, y);
-    return true;
-  };
+// Rows [0, nrows) of a type with an int8 kernel against one token.
+void dot_rows_one_token(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
+                        const int8::BlockQ8* x, int64_t nb, float* y) {
+  const auto run = [&](auto rows) { rows(w, row_bytes, nrows, x, nb, y); };
   switch (t) {
     case DType::Q8_0: return run(rows_one_token<DType::Q8_0>);
     case DType::Q4_0: return run(rows_one_token<DType::Q4_0>);
@@ -688,20 +543,20 @@ bool dot_rows_one_token(DType t, const uint8_t* w, int64_t row_bytes, int64_t nr
     case DType::IQ4_NL: return run(rows_one_token<DType::IQ4_NL>);
     case DType::IQ4_XS: return run(rows_one_token<DType::IQ4_XS>);
     case DType::NF4: return run(rows_one_token<DType::NF4>);
-    default: return false;
+    default:  // the callers (quant_int8.cpp's check_row) refuse other types first
+      throw Internal("int8 dot: no row kernel for " + std::string(dtype_name(t)));
   }
 }
 
-// Rows r < nrows (at w + r * row_bytes) against ntok tokens: y[k * y_stride + r]. Tokens in tiles
-// of 4 per row (each weight block decoded once per 4 tokens); the last ntok % 4 tokens one at a
-// time.
-void dot_rows_body(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const int8::BlockQ8* x, int64_t nb,
-                   int64_t ntok, float* y, int64_t y_stride) {
-  const int64_t full = ntok / kTokTile * kTokTile;
-  for (int64_t r = 0; r < nrows; ++r)
-    for (int64_t k = 0; k < full; k += kTokTile)
-      dot_tile_any<kTokTile>(t, w + r * row_bytes, x + k * nb, nb, y + k * y_stride + r, y_stride);
-  for (int64_t k = full; k < ntok; ++k)
-    if (!dot_rows_one_token(t, w, row_bytes, nrows, x + k * nb, nb, y + k * y_stride))
-      for (int64_t r = 0; r < nrows; ++r) dot_tile_any<1>(t, w + r * row_bytes, x + k * nb, nb, y + k * y_stride + r, y_stride);
+// Rows r < nrows (at w + r * row_bytes) against ntok tokens: y[k * y_stride + r], one token at a
+// time through the one-token kernels. A call's rows (16 from linear_forward_int8) stay in the
+// cache from one token to the next. Until session 47 tokens went 4 at a time through each row
+// (every weight block decoded once per 4 tokens, one FMA chain per row); with the 8-row
+// one-token kernels token by token is faster at 4, 8 and 12 tokens: Q4_1 1.5-1.6x, Q8_0 1.1x
+// (the 49152-row lm_head, 30 MB) to 2.0x (576 x 576) (Zen 3, 1 thread, the binaries alternating:
+// `bench_int8_linear --against int8rows --tokens 4,8,12`).
+void dot_rows_body(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
+                   const int8::BlockQ8* x, int64_t nb, int64_t ntok, float* y, int64_t y_stride) {
+  for (int64_t k = 0; k < ntok; ++k)
+    dot_rows_one_token(t, w, row_bytes, nrows, x + k * nb, nb, y + k * y_stride);
 }

@@ -92,8 +92,8 @@ void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const 
   // The GEMM reads the packed tokens only; the row kernels the quantized blocks.
   const int8::BlockQ8* q = gemm ? nullptr : quantized_input(x, w.cols, N);
   const int8::PackedTokens* packed = gemm ? &packed_input(nullptr, x, w.cols, N) : nullptr;
-  // Threaded over blocks of weight rows: each row is read once and dotted with all N tokens (in
-  // tiles of 4 tokens inside the row kernel, of 16 in the GEMM).
+  // Threaded over blocks of weight rows: each row is read from memory once and dotted with all N
+  // tokens (token by token from the cache in the row kernels, 16 at a time in the GEMM).
   const int64_t blocks = row_blocks(w, gemm);
   for_blocks_balanced(blocks, [&](int64_t b) { dot_block(w, b, q, packed, N, y); });
   add_bias(y, bias, N, w.rows);

@@ -243,8 +243,8 @@ TEST(Int8Activations, VectorizedEqualsScalarReference) {
 
 class Int8Dot : public ::testing::TestWithParam<DType> {};
 
-// Every path this CPU can run gives the scalar reference's bits, for 1..9 tokens (the 4-token
-// tiles and their tails). Paths the CPU lacks are named in the test's output, not claimed.
+// Every path this CPU can run gives the scalar reference's bits, one row against 1..9 tokens.
+// Paths the CPU lacks are named in the test's output, not claimed.
 TEST_P(Int8Dot, EveryPathMatchesScalarReferenceBitForBit) {
   const DType t = GetParam();
   constexpr int kRows = 6, kTok = 9;
@@ -276,10 +276,10 @@ TEST_P(Int8Dot, EveryPathMatchesScalarReferenceBitForBit) {
   }
 }
 
-// dot_row_block (several rows per call; the tokens after the last 4-token tile through the
-// one-token kernels of Q8_0/Q4_0/Q4_1) gives every element the scalar reference's bits, and writes
-// nothing past its rows, for 1..19 rows (the one-token kernels' groups of 8 rows and the rows
-// after them) and 1..6 tokens on every path this CPU runs.
+// dot_row_block (several rows per call, token by token through the one-token kernels) gives
+// every element the scalar reference's bits, and writes nothing past its rows, for 1..19 rows (the
+// one-token kernels' groups of 8 rows and the rows after them) and 1..6 tokens on every path this
+// CPU runs.
 TEST_P(Int8Dot, RowBlocksMatchScalarReferenceBitForBit) {
   const DType t = GetParam();
   constexpr int kRows = 19, kTok = 6;
@@ -539,8 +539,8 @@ TEST_P(Int8Gemm, ExtremeOperandsStayExact) {
   }
 }
 
-// The same operands through the row kernels of every path this CPU runs (1..5 tokens: the
-// one-token kernels, a 4-token tile and its tail).
+// The same operands through the row kernels of every path this CPU runs (1..5 tokens; 9 rows: a
+// group of 8 and one row alone).
 TEST_P(Int8Dot, ExtremeOperandsStayExact) {
   const DType t = GetParam();
   const ExtremeOperands e = extreme_operands(t);
