@@ -6,8 +6,9 @@
 //
 //   bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats 9] [--threads N] [--tokens 1,256]
 //                     [--against int8|int8rows|invariant]
-// int8: the int8 route as the model runs it (the GEMM from 16 tokens: AVX-512 VNNI or AVX2);
-// int8rows: its row kernels at every N (what N < 16 takes; the same bits as the GEMM).
+// int8: the int8 route as the model runs it (the GEMM from ops::int8_gemm_min_tokens tokens:
+// AVX-512 VNNI or AVX2); int8rows: its row kernels at every N (what fewer tokens take; the same
+// bits as the GEMM).
 #include <omp.h>
 
 #include <chrono>

@@ -53,8 +53,12 @@ class CpuBackend final : public Backend {
     if (precision_ == Precision::kBf16) kernels = ops::bf16_kernel_name(ops::bf16_kernel());
     if (precision_ == Precision::kInt8)
       kernels = std::string(isa_name(int8::kernel_isa())) + " int8 kernels" +
-                (int8::gemm_available() ? std::string(" + ") + isa_name(int8::gemm_isa()) + " GEMM from 16 tokens"
-                                        : "") +
+                (int8::gemm_available()
+                     ? std::string(" + ") + isa_name(int8::gemm_isa()) + " GEMM from " +
+                           std::to_string(ops::int8_gemm_min_tokens(DType::Q8_0)) +
+                           " tokens (Q4_0, Q4_1: " +
+                           std::to_string(ops::int8_gemm_min_tokens(DType::Q4_1)) + ")"
+                     : "") +
                 " + fixed-order attention over a half KV cache";
     return std::string("cpu (") + precision_name(precision_) + ", " + kernels + ", " + std::to_string(threads) +
            " threads)";

@@ -33,10 +33,10 @@ struct StoredMatrix {
 void linear_forward(float* y, const float* x, const StoredMatrix& w, const float* bias, int64_t N);
 
 // The same product on the int8 route (`--precision int8`, core/quant_int8.h) when W's dtype has an
-// int8 kernel (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, NF4): the N rows of x are quantized per block of 32
-// to int8 once, then dotted with the weight rows in integers, threaded over rows:
-//  - N >= 16 (prompts, scoring), where the CPU has AVX2 and the type one scale per 32: the
-//    register-blocked GEMM (core/int8_gemm.h);
+// int8 kernel (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, NF4): the N rows of x are quantized
+// per block of 32 to int8 once, then dotted with the weight rows in integers, threaded over rows:
+//  - N >= int8_gemm_min_tokens(dtype) (16; 8 for Q4_0 and Q4_1: prompts, scoring), where the CPU
+//    has AVX2: the register-blocked GEMM (core/int8_gemm.h);
 //  - otherwise, and at every N with rows_only (benchmarks and tests): the row kernels
 //    (quant_int8.h).
 // Both perform the same operations per element in the same order (quant_int8.h), so every element
@@ -50,6 +50,9 @@ void linear_forward_int8(float* y, const float* x, const StoredMatrix& w, const 
                          bool rows_only = false);
 // Whether linear_forward_int8 computes a weight of this dtype in int8 (else in fp32).
 bool int8_path(DType t);
+// From how many tokens linear_forward_int8 takes the GEMM for a weight of this dtype (where the
+// CPU runs it and rows_only is false); the row kernels below.
+int64_t int8_gemm_min_tokens(DType t);
 
 // One member of a group of products that read the same input (q, k and v; gate and up):
 // y (N, w->rows) = x (N, cols) . W^T + bias (or null).

@@ -11,17 +11,23 @@
 namespace medtune::ops {
 
 namespace {
-constexpr int64_t kRowsPerCall = 16;  // weight rows per row-kernel call (its checks and dispatch once)
-// The GEMM (core/int8_gemm.h) from this many tokens on; below it the row kernels (decode, the
-// server's small batches). Measured with 2 threads (bench_int8_linear --against int8rows): on
-// Zen 4 (AVX-512 VNNI) and on Zen 3 (AVX2), where at 8 and 12 tokens the GEMM beat the row kernels
-// by ~1.4x on Q4_1 but only tied on Q8_0, and was ~2x faster from 16.
-constexpr int64_t kGemmMinTokens = 16;
+constexpr int64_t kRowsPerCall =
+    16;                            // weight rows per row-kernel call (its checks and dispatch once)
 constexpr int64_t kGemmRows = 48;  // rows per GEMM call: a multiple of its row tiles (AVX-512: 8
                                    // and 6, AVX2: 3)
 }  // namespace
 
 bool int8_path(DType t) { return int8::supports(t); }
+
+// The GEMM (core/int8_gemm.h) from this many tokens on; below it the row kernels (decode, the
+// server's small batches). Its tiles hold 16 tokens, so fewer pay for empty ones. Measured on Zen 3
+// (AVX2, 1 thread, `bench_int8_linear --against int8` with the threshold at 4, every shape; session
+// 47, after the row kernels took 8 rows at once): the GEMM against the row kernels, Q4_0 and Q4_1
+// (nibbles, the GEMM's cheapest form) 1.25-2.7x as fast at 8 and 12 tokens, 0.65-0.8x at 4; Q8_0
+// (signed) 0.8-0.9x at 8 and 12, a tie at 16. Before that change: 16 for every type (Zen 4, Zen 3).
+int64_t int8_gemm_min_tokens(DType t) {
+  return t == DType::Q4_0 || t == DType::Q4_1 ? 8 : 16;
+}
 
 namespace {
 
@@ -62,7 +68,8 @@ const int8::PackedTokens& packed_input(const int8::BlockQ8* q, const float* x, i
 // (every N with rows_only). Both give every element the same bits (quant_int8.h), so the choice
 // is speed only.
 bool use_gemm(DType t, int64_t N, bool rows_only) {
-  return !rows_only && N >= kGemmMinTokens && int8::gemm_supports(t) && int8::gemm_available();
+  return !rows_only && N >= int8_gemm_min_tokens(t) && int8::gemm_supports(t) &&
+         int8::gemm_available();
 }
 
 int64_t row_blocks(const StoredMatrix& w, bool gemm) {
