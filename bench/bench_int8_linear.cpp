@@ -5,10 +5,11 @@
 // line.
 //
 //   bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats 9] [--threads N] [--tokens 1,256]
-//                     [--against int8|int8rows|invariant]
+//                     [--against int8|int8rows|invariant] [--shapes 576x576,196608x576]
 // int8: the int8 route as the model runs it (the GEMM from ops::int8_gemm_min_tokens tokens:
 // AVX-512 VNNI or AVX2); int8rows: its row kernels at every N (what fewer tokens take; the same
-// bits as the GEMM).
+// bits as the GEMM). --shapes: rows x cols of the products (default SmolLM2-135M's five); one of
+// 196608 x 576 (70 MB of Q4_1) is read from memory, not the cache, at every call.
 #include <omp.h>
 
 #include <chrono>
@@ -33,7 +34,7 @@ using medtune::bench::median;
 using medtune::bench::seconds_since;
 
 int main(int argc, char** argv) {
-  std::string dtype_s = "Q4_1", tokens_s = "1,256", against = "int8";
+  std::string dtype_s = "Q4_1", tokens_s = "1,256", against = "int8", shapes_s;
   int repeats = 9, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -42,9 +43,10 @@ int main(int argc, char** argv) {
     else if (k == "--threads") threads = std::atoi(v.c_str());
     else if (k == "--tokens") tokens_s = v;
     else if (k == "--against" && (v == "int8" || v == "int8rows" || v == "invariant")) against = v;
+    else if (k == "--shapes") shapes_s = v;
     else {
       std::cerr << "usage: bench_int8_linear [--dtype Q4_1|Q8_0|Q4_0] [--repeats R] [--threads N] "
-                   "[--tokens 1,256] [--against int8|int8rows|invariant]\n";
+                   "[--tokens 1,256] [--against int8|int8rows|invariant] [--shapes RxC,...]\n";
       return 2;
     }
   }
@@ -55,7 +57,21 @@ int main(int argc, char** argv) {
   for (std::string s; std::getline(ss, s, ',');) token_counts.push_back(std::atol(s.c_str()));
 
   // (rows, cols) = (out, in): q/o, k/v, gate/up, down, and the tied lm_head.
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{576, 576}, {192, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{576, 576}, {192, 576}, {1536, 576}, {576, 1536}, {49152, 576}};
+  if (!shapes_s.empty()) {
+    shapes.clear();
+    std::stringstream sh(shapes_s);
+    for (std::string one; std::getline(sh, one, ',');) {
+      const size_t x = one.find('x');
+      const int64_t rows = x == std::string::npos ? 0 : std::atol(one.substr(0, x).c_str());
+      const int64_t cols = x == std::string::npos ? 0 : std::atol(one.substr(x + 1).c_str());
+      if (rows <= 0 || cols <= 0 || cols % 32 != 0) {
+        std::cerr << "bench_int8_linear: --shapes wants ROWSxCOLS with COLS a multiple of 32, got '" << one << "'\n";
+        return 2;
+      }
+      shapes.emplace_back(rows, cols);
+    }
+  }
   std::mt19937_64 rng(1);
   nlohmann::json out = nlohmann::json::array();
   std::cout << "dtype " << dtype_s << ", " << omp_get_max_threads() << " threads, int8 path "
