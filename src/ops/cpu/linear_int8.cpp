@@ -11,8 +11,8 @@
 namespace medtune::ops {
 
 namespace {
-constexpr int64_t kRowsPerCall =
-    16;                            // weight rows per row-kernel call (its checks and dispatch once)
+// Weight rows per row-kernel call (its checks and dispatch once).
+constexpr int64_t kRowsPerCall = 16;
 constexpr int64_t kGemmRows = 48;  // rows per GEMM call: a multiple of its row tiles (AVX-512: 8
                                    // and 6, AVX2: 3)
 }  // namespace
