@@ -333,9 +333,10 @@ inline void prefetch_lines(uintptr_t begin, uintptr_t end) {
 // performs row r's sequence). The 8 rows are one contiguous range of bytes, read 8 places at once:
 // the hardware prefetcher does not follow that, so each block's step prefetches the range's lines
 // kPrefetchBytes ahead in address order (one prefetch 16 KiB ahead of each row's block instead:
-// Q8_0 rows streamed from memory 0.64x as fast as one row at a time). One thread, rows of 576
-// streamed from memory (196608 rows, 3x the cache), Zen 3: Q4_1 10.4 -> 14.1 GB/s, Q8_0 15.3 ->
-// 15.4 (the thread's read bandwidth); from the cache, 1.5x both.
+// Q8_0 rows streamed from memory 0.64x as fast as one row at a time). Zen 3, one thread, rows
+// streamed from memory (`bench_int8_linear --tokens 1 --against int8rows --shapes 196608x576`,
+// medians of 3 rounds): Q4_1 10.2 -> 14.8 GB/s, Q8_0 16.5 -> 19.4; from the cache, 1.5x both.
+// (Q8_0's calls of one token still take the one-row kernel: rows_one_token says why.)
 template <DType D>
 void dot_eight_rows(const uint8_t* w, int64_t row_bytes, const int8::BlockQ8* x, int64_t nb,
                     const float* xoff, float* y) {
