@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/cpu/swiglu_block.h"
 #include "ops/cpu/vec_exp.h"
 #include "ops/ops.h"
 
@@ -32,14 +33,12 @@ void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64
 }  // namespace ref
 
 void swiglu_forward(float* h, const float* gate, const float* up, int64_t n) {
-  // Blocks of kExpBlock: exp(-g) for a block with the vector exp, then the rest elementwise.
+  // Blocks of kExpBlock (swiglu_block.h).
   const int64_t blocks = (n + detail::kExpBlock - 1) / detail::kExpBlock;
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t i0 = blk * detail::kExpBlock, m = std::min(detail::kExpBlock, n - i0);
-    float e[detail::kExpBlock] = {};  // exp(-gate) of the block (zeroed: GCC cannot see exp_neg fill it)
-    detail::exp_neg(e, gate + i0, m);
-    for (int64_t j = 0; j < m; ++j) h[i0 + j] = gate[i0 + j] / (1.0f + e[j]) * up[i0 + j];
+    detail::swiglu_block(h + i0, gate + i0, up + i0, m);
   }
 }
 
