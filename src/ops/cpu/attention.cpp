@@ -3,18 +3,19 @@
 // row) and per tile of kQueryTile queries, scores = Q K^T with BLAS into a (tile, n) scratch
 // over the keys up to the tile's last query only (causal: about half the T x T products are
 // skipped), masked softmax, out = P V with BLAS.
-// The scratch is per thread, (T, S) or a packed row's longest example squared; on the CPU it is small next to the KV cache
-// (T = S = 2048 is 16 MiB), so no flash-style tiling is needed here. A packed row's examples are
-// separate blocks, so the scores between examples (all masked) are never computed.
-// Per-query path (at most 4 queries per row after a cache, the decode steps; and every query of
-// attention_forward_fixed_order): the same math with AVX2 loops instead of BLAS, each query in
-// one fixed order (four consecutive queries share their key and value loads). BLAS's
+// The scratch is per thread, (T, S) or a packed row's longest example squared; on the CPU it is
+// small next to the KV cache (T = S = 2048 is 16 MiB), so no flash-style tiling is needed here. A
+// packed row's examples are separate blocks, so the scores between examples (all masked) are never
+// computed. Per-query path (at most 4 queries per row after a cache, the decode steps; and every
+// query of attention_forward_fixed_order): the same math with AVX2 loops instead of BLAS, each
+// query in one fixed order (four consecutive queries share their key and value loads). BLAS's
 // small-matrix kernels were slow on the decode steps' 1 x n products (BENCHMARKS.md: Q8_0 decode
 // at 256-320 cached positions, 1.12x), and BLAS's order for a query depends on the tile it falls
 // in, which the fixed-order callers cannot have. The per-query path also reads a half-precision
 // cache (the int8 route's, model/kv_cache.h), widening each element as it loads it. On long calls
 // with AVX-512 the scores go against each task's keys transposed (attention_keys16.h): the same
-// operations on each score, without the horizontal adds.
+// operations on each score, without the horizontal adds; and the weighted values on 512-bit
+// registers (the same chains per element, half the instructions).
 #include <cblas.h>
 #include <immintrin.h>
 #include <omp.h>
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -224,6 +226,32 @@ void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGro
   }
 }
 
+// group_weighted_values, or where the keys were transposed (a task's copy, on AVX-512) the same
+// on 512-bit registers over the copy's values (attention_keys16.h): the same bits, half the FMAs.
+template <int C, int G, int Step, typename E>
+void weighted_values(float* o, int64_t o_stride, const float* const p[kGroup],
+                     const KeyRows<E>& keys, const ValueRows<E>& vr, int64_t n0) {
+  if constexpr (std::is_same_v<E, float>) {
+    if (keys.transposed != nullptr) {
+      detail::weighted_values16(o, Step == 0 ? 8 * C : o_stride, p, G, Step, vr.base, vr.plane, n0,
+                                8 * C);
+      return;
+    }
+  }
+  group_weighted_values<C, G, Step>(o, o_stride, p, vr, n0);
+}
+
+// softmax_visible_row for a query at position p of row b, which sees keys [0, n) (n = p + 1:
+// all causally visible): on 512-bit registers where the keys were transposed (a task's copy, on
+// AVX-512), with the same bits (attention_keys16.h).
+template <typename E>
+void softmax_query(float* row, int64_t n, const KeyRows<E>& keys, const uint8_t* key_valid,
+                   int64_t b, int64_t p, const AttentionShape& s) {
+  if (keys.transposed != nullptr)
+    return detail::softmax_row16(row, n, key_valid == nullptr ? nullptr : key_valid + b * s.Smax);
+  detail::softmax_visible_row(row, n, n, key_valid, b, s.Smax, 0, p);
+}
+
 // One query position's heads [h0, h0 + G) of batch row b: scores, softmax, weighted values.
 template <int C, int G, typename E>
 void heads_query(float* out, const float* q, const KeyRows<E>& keys, const ValueRows<E>& vr,
@@ -237,8 +265,8 @@ void heads_query(float* out, const float* q, const KeyRows<E>& keys, const Value
     detail::scores_keys16(rows, G, q + row * s.HD, s.HD, keys.transposed, n, s.HD, scale);
   else
     group_scores<C, G, 0>(rows, q + row * s.HD, s.HD, keys.rows, keys.stride, n, scale);
-  for (int i = 0; i < G; ++i) detail::softmax_visible_row(rows[i], n, n, key_valid, b, s.Smax, 0, p);
-  group_weighted_values<C, G, 0>(out + row * s.HD, s.HD, rows, vr, n);
+  for (int i = 0; i < G; ++i) softmax_query(rows[i], n, keys, key_valid, b, p, s);
+  weighted_values<C, G, 0>(out + row * s.HD, s.HD, rows, keys, vr, n);
 }
 
 // Queries per task of the per-query kernel on long calls (a fixed-order prompt): tasks are
@@ -286,10 +314,9 @@ void task_queries(float* out, const float* q, const KeyRows<E>& keys, const Valu
                               scale);
       else
         group_scores<C, kGroup, 1>(rows, qv, q_stride, keys.rows, keys.stride, n0, scale);
-      for (int i = 0; i < kGroup; ++i)
-        detail::softmax_visible_row(rows[i], n0 + i, n0 + i, key_valid, b, s.Smax, 0, p + i);
-      group_weighted_values<C, kGroup, 1>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows,
-                                          vr, n0);
+      for (int i = 0; i < kGroup; ++i) softmax_query(rows[i], n0 + i, keys, key_valid, b, p + i, s);
+      weighted_values<C, kGroup, 1>(out + (b * s.T + t) * q_stride + h * s.HD, q_stride, rows, keys,
+                                    vr, n0);
     }
   }
   // The queries left over from the groups of four (all of a decode step's): the heads of the

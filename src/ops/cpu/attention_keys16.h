@@ -32,4 +32,23 @@ void transpose_keys16(float* kt, const uint16_t* kb, int64_t kv_stride, int64_t 
 void scores_keys16(float* const* scores, int G, const float* q, int64_t q_stride, const float* kt,
                    int64_t n, int64_t HD, float scale);
 
+// The weighted values of G <= 4 queries on 512-bit registers: o_i (at o + i * o_stride, HD
+// floats) = sum over query i's keys j of p[i][j] * V_j, keys [0, n0) then query i's own keys
+// [n0, n0 + step * i) (step 1: consecutive queries; 0: heads at one position). V in a task's
+// copy, 16 floats (a chunk pair) per key and plane: element 16 * c2 + e of key j at
+// vt[c2 * plane + 16 * j + e]; HD a multiple of 16. attention.cpp's group_weighted_values does
+// the same on 256-bit registers: each output element is one FMA chain over the keys in the same
+// order in both, so the two give the same bits (a vector lane's chain never depends on the
+// vector's width).
+void weighted_values16(float* o, int64_t o_stride, const float* const* p, int G, int step,
+                       const float* vt, int64_t plane, int64_t n0, int64_t HD);
+
+// row[0, n) = softmax(row) for a query that may see keys [0, n) (n >= 1), valid (n bytes, or
+// null: every key) hiding those where it is 0: softmax_visible_row's bits (attention_mask.h,
+// every key causally visible) on 512-bit registers. vec_exp.h's exp8 on 16 lanes (the same
+// operations on each lane), and its sum in the same order: 8 lane sums over the row's 8-float
+// chunks in order (a 16-float chunk adds its two halves in turn), the lanes added one by one,
+// then the tail's elements one by one.
+void softmax_row16(float* row, int64_t n, const uint8_t* valid);
+
 }  // namespace medtune::ops::detail

@@ -202,6 +202,37 @@ TEST(FixedOrderAttention, AQueryHasTheSameBitsInEveryCallShape) {
   }
 }
 
+// Keys hidden inside a query's causal window (a left-padded row, a hole) through both kernels:
+// the prompt's (on AVX-512: transposed keys, 512-bit softmax and values) and the decode steps'
+// (AVX2 loops over the cache's rows): every output element equal, and close to the reference.
+// The first queries see only hidden keys: their rows are zeros in every form.
+TEST(FixedOrderAttention, AKeyMaskGivesTheSameBitsInEveryCallShape) {
+  for (const int64_t HD : {64, 128}) {
+    const int64_t S = 150, NH = 9, NKV = 3, QD = NH * HD, KVD = NKV * HD, Smax = 160;
+    auto q = random_vector(static_cast<size_t>(S * QD), 31, -2, 2);
+    auto k = random_vector(static_cast<size_t>(Smax * KVD), 32, -2, 2);
+    auto v = random_vector(k.size(), 33);
+    std::vector<uint8_t> valid(static_cast<size_t>(Smax), 1);
+    for (const int64_t j : {0, 1, 2, 3, 4, 37, 64, 65, 100, 147}) valid[static_cast<size_t>(j)] = 0;
+    const auto call = [&](float* out, const float* qs, int64_t past, int64_t T) {
+      ops::attention_forward_fixed_order(out, qs, k.data(), v.data(), valid.data(),
+                                         {1, T, past, Smax, NH, NKV, HD});
+    };
+    std::vector<float> whole(q.size()), decoded(q.size()), ref(q.size());
+    call(whole.data(), q.data(), 0, S);
+    call(decoded.data(), q.data(), 0, 20);
+    for (int64_t t = 20; t < S; ++t) call(decoded.data() + t * QD, q.data() + t * QD, t, 1);
+    ops::ref::attention_forward(ref.data(), q.data(), k.data(), v.data(), valid.data(), nullptr,
+                                {1, S, 0, Smax, NH, NKV, HD});
+    int64_t differ = 0, nonzero_first = 0;
+    for (size_t i = 0; i < whole.size(); ++i) differ += decoded[i] != whole[i];
+    for (int64_t i = 0; i < 5 * QD; ++i) nonzero_first += whole[static_cast<size_t>(i)] != 0.0f;
+    EXPECT_EQ(differ, 0) << "HD " << HD;
+    EXPECT_EQ(nonzero_first, 0) << "HD " << HD << ": queries that see only hidden keys";
+    EXPECT_LE(nmse(whole.data(), ref.data(), whole.size()), kReductionNmse) << "HD " << HD;
+  }
+}
+
 // The half-cache form (the int8 route's KV cache, model/kv_cache.h) against the fp32 form on the
 // same values widened: every output element equal. Cases: one decode query and a group of four
 // (keys read in place, as half), prompts (each task's copy widens them), and head_dim 12 (no kernel:
