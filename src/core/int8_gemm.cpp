@@ -143,7 +143,8 @@ namespace {
 enum class Kernel { kAvx2, kAvxVnni, kAvxVnniEmulated, kAvx512Vnni };
 
 void run_kernel(Kernel k, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
-                const PackedTokens& x, float* y, int64_t y_stride) {
+                const PackedTokens& x, float* y, int64_t y_stride, const uint8_t* next_rows,
+                int64_t next_nrows) {
   if (!gemm_supports(t))
     throw Internal("int8 gemm: no GEMM kernel for " + std::string(dtype_name(t)));
   const int64_t nb = x.nb;
@@ -167,7 +168,9 @@ void run_kernel(Kernel k, DType t, const uint8_t* w, int64_t row_bytes, int64_t 
       .w = s.w.data(),
       .d = s.d.data(),
       .m = min ? s.m.data() : nullptr,
-      .sc = t == DType::Q6_K || t == DType::Q3_K ? s.sc.data() : nullptr};
+      .sc = t == DType::Q6_K || t == DType::Q3_K ? s.sc.data() : nullptr,
+      .next = next_rows,
+      .next_bytes = next_rows == nullptr ? 0 : next_nrows * row_bytes};
   if (k == Kernel::kAvx512Vnni) {
     int8_detail::decode_rows_avx512vnni(t, w, row_bytes, nrows, nb, s.w.data(), s.d.data(),
                                         s.m.data(), s.sc.data());
@@ -187,7 +190,8 @@ void run_kernel(Kernel k, DType t, const uint8_t* w, int64_t row_bytes, int64_t 
 }  // namespace
 
 void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
-                    const PackedTokens& x, float* y, int64_t y_stride) {
+                    const PackedTokens& x, float* y, int64_t y_stride, const uint8_t* next_rows,
+                    int64_t next_nrows) {
   if (isa == Isa::kScalar)
     throw Internal(std::string("int8 gemm: no GEMM kernel for the ") + isa_name(isa) + " path");
   if (!cpu_supports(isa))
@@ -195,21 +199,21 @@ void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64
   const Kernel k = isa == Isa::kAvx512Vnni ? Kernel::kAvx512Vnni
                    : isa == Isa::kAvxVnni  ? Kernel::kAvxVnni
                                            : Kernel::kAvx2;
-  run_kernel(k, t, w, row_bytes, nrows, x, y, y_stride);
+  run_kernel(k, t, w, row_bytes, nrows, x, y, y_stride, next_rows, next_nrows);
 }
 
 void gemm_rows_avxvnni_emulated(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
                                 const PackedTokens& x, float* y, int64_t y_stride) {
   if (!cpu_supports(Isa::kAvx2))
     throw Internal("int8 gemm: the emulated AVX-VNNI kernel needs AVX2");
-  run_kernel(Kernel::kAvxVnniEmulated, t, w, row_bytes, nrows, x, y, y_stride);
+  run_kernel(Kernel::kAvxVnniEmulated, t, w, row_bytes, nrows, x, y, y_stride, nullptr, 0);
 }
 
 void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const PackedTokens& x,
-               float* y, int64_t y_stride) {
+               float* y, int64_t y_stride, const uint8_t* next_rows, int64_t next_nrows) {
   if (!gemm_available())
     throw Internal("int8 gemm: the scalar path (MEDTUNE_ISA) has no GEMM kernel");
-  gemm_rows_with(gemm_isa(), t, w, row_bytes, nrows, x, y, y_stride);
+  gemm_rows_with(gemm_isa(), t, w, row_bytes, nrows, x, y, y_stride, next_rows, next_nrows);
 }
 
 }  // namespace medtune::int8

@@ -76,12 +76,17 @@ void quantize_pack_panel_with(Isa isa, const float* x, int64_t p, PackedTokens* 
 
 // Rows r < nrows of W (row r at w + r * row_bytes, t's blocks, 32 * x.nb elements) against every
 // packed token: y[k * y_stride + r]. Runs on the calling thread. gemm_available() must hold.
+// next_rows: where the rows of the caller's next call on this thread start (next_nrows of them,
+// row_bytes apart), or null; they are prefetched into L2 while this call computes, and change no
+// result.
 void gemm_rows(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const PackedTokens& x,
-               float* y, int64_t y_stride);
+               float* y, int64_t y_stride, const uint8_t* next_rows = nullptr,
+               int64_t next_nrows = 0);
 // The same with a given kernel (Isa::kAvx2, kAvxVnni or kAvx512Vnni), for tests and benchmarks;
 // Internal if this CPU cannot run it.
 void gemm_rows_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,
-                    const PackedTokens& x, float* y, int64_t y_stride);
+                    const PackedTokens& x, float* y, int64_t y_stride,
+                    const uint8_t* next_rows = nullptr, int64_t next_nrows = 0);
 // Test only: the AVX-VNNI kernel's operations with its one VNNI instruction done by AVX2 ones
 // (int8_gemm_avxvnni.cpp), on any CPU with AVX2.
 void gemm_rows_avxvnni_emulated(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows,

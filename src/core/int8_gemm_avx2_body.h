@@ -162,15 +162,29 @@ void tile(const DecodedRows& rw, int64_t r0, const int8::PackedTokens& x, int64_
 template <Form F, bool kMin>
 void run(const DecodedRows& rw, const int8::PackedTokens& x, float* y, int64_t y_stride) {
   constexpr int R = F == Form::kSignedScaled ? 2 : 3;
+  const int64_t tiles = x.panels * (rw.nrows / R + rw.nrows % R);
+  int64_t k = 0;  // tiles done
   for (int64_t p = 0; p < x.panels; ++p) {
     const int64_t valid = std::min<int64_t>(kPanel, x.ntok - p * kPanel);
     int64_t r = 0;
     if (valid > kHalf) {
-      for (; r + R <= rw.nrows; r += R) tile<R, 2, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
-      for (; r < rw.nrows; ++r) tile<1, 2, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
+      for (; r + R <= rw.nrows; r += R) {
+        prefetch_share(rw, k++, tiles);
+        tile<R, 2, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
+      }
+      for (; r < rw.nrows; ++r) {
+        prefetch_share(rw, k++, tiles);
+        tile<1, 2, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
+      }
     } else {
-      for (; r + R <= rw.nrows; r += R) tile<R, 1, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
-      for (; r < rw.nrows; ++r) tile<1, 1, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
+      for (; r + R <= rw.nrows; r += R) {
+        prefetch_share(rw, k++, tiles);
+        tile<R, 1, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
+      }
+      for (; r < rw.nrows; ++r) {
+        prefetch_share(rw, k++, tiles);
+        tile<1, 1, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
+      }
     }
   }
 }

@@ -115,11 +115,19 @@ void run(const DecodedRows& rw, const int8::PackedTokens& x, float* y, int64_t y
   // Registers: R accumulators (2R with mins, or R more half sums for Q6_K, Q3_K) + 8 activations +
   // scales < 32.
   constexpr int R = kMin || kScaled ? 6 : 8;
+  const int64_t tiles = x.panels * (rw.nrows / R + rw.nrows % R);
+  int64_t k = 0;  // tiles done
   for (int64_t p = 0; p < x.panels; ++p) {
     const int64_t valid = std::min<int64_t>(kTok, x.ntok - p * kTok);
     int64_t r = 0;
-    for (; r + R <= rw.nrows; r += R) tile<R, kMin, kScaled>(rw, r, x, p, valid, y, y_stride);
-    for (; r < rw.nrows; ++r) tile<1, kMin, kScaled>(rw, r, x, p, valid, y, y_stride);
+    for (; r + R <= rw.nrows; r += R) {
+      prefetch_share(rw, k++, tiles);
+      tile<R, kMin, kScaled>(rw, r, x, p, valid, y, y_stride);
+    }
+    for (; r < rw.nrows; ++r) {
+      prefetch_share(rw, k++, tiles);
+      tile<1, kMin, kScaled>(rw, r, x, p, valid, y, y_stride);
+    }
   }
 }
 

@@ -83,7 +83,11 @@ void dot_block(const StoredMatrix& w, int64_t b, const int8::BlockQ8* q, const i
                float* y) {
   if (packed != nullptr) {
     const int64_t r0 = b * kGemmRows, nrows = std::min(kGemmRows, w.rows - r0);
-    int8::gemm_rows(w.dtype, w.row(r0), w.row_bytes(), nrows, *packed, y + r0, w.rows);
+    // A thread's share of the blocks is mostly contiguous (balanced_blocks.h): its next call
+    // likely takes block b + 1, whose rows the GEMM prefetches.
+    const int64_t r1 = r0 + nrows, next = std::min(kGemmRows, w.rows - r1);
+    int8::gemm_rows(w.dtype, w.row(r0), w.row_bytes(), nrows, *packed, y + r0, w.rows,
+                    next > 0 ? w.row(r1) : nullptr, next);
     return;
   }
   const int64_t r0 = b * kRowsPerCall, nrows = std::min(kRowsPerCall, w.rows - r0);

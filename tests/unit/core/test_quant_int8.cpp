@@ -423,7 +423,14 @@ struct GemmKernel {
 std::vector<GemmKernel> gemm_kernels() {
   std::vector<GemmKernel> out;
   for (const Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512Vnni})
-    out.push_back({std::string(isa_name(isa)) + " gemm", cpu_supports(isa), int8::gemm_rows_with, isa});
+    out.push_back({std::string(isa_name(isa)) + " gemm", cpu_supports(isa),
+                   // With rows to prefetch (the call's own: memory that exists), which must change
+                   // nothing.
+                   [](Isa i, DType t, const uint8_t* w, int64_t rb, int64_t nrows,
+                      const int8::PackedTokens& x, float* y, int64_t stride) {
+                     int8::gemm_rows_with(i, t, w, rb, nrows, x, y, stride, w, nrows);
+                   },
+                   isa});
   out.push_back({"avxvnni gemm with vpdpbusd emulated", cpu_supports(Isa::kAvx2),
                  [](Isa, DType t, const uint8_t* w, int64_t rb, int64_t nrows, const int8::PackedTokens& x,
                     float* y, int64_t stride) { int8::gemm_rows_avxvnni_emulated(t, w, rb, nrows, x, y, stride); },
