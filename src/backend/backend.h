@@ -131,6 +131,16 @@ class Backend {
   virtual void linear_forward_group(const ops::LinearOut* outs, int n, const float* x, int64_t N) {
     for (int i = 0; i < n; ++i) linear_forward(outs[i].y, x, *outs[i].w, outs[i].bias, N);
   }
+  // h (N, F) = swiglu_forward of x·gateᵀ and x·upᵀ (gate and up: F rows, no bias) in one pass,
+  // where this backend has one for this call (the CPU's int8 route at prompt sizes:
+  // ops::linear_swiglu_int8, the values of linear_forward_group then swiglu_forward without the
+  // products in memory): true. false, writing nothing, where it has none: the caller runs those
+  // two.
+  virtual bool linear_swiglu_forward(float* /*h*/, const float* /*x*/,
+                                     const ops::StoredMatrix& /*gate*/,
+                                     const ops::StoredMatrix& /*up*/, int64_t /*N*/) {
+    return false;
+  }
   // ops::linear_backward_input: dx (N, cols) (+)= dy (N, rows) . W; W: host.
   virtual void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w,
                                      int64_t N, bool accumulate) = 0;

@@ -152,6 +152,12 @@ class CpuBackend final : public Backend {
     }
     ops::linear_forward_int8_group(fused.data(), nf, x, N);
   }
+  bool linear_swiglu_forward(float* h, const float* x, const ops::StoredMatrix& gate,
+                             const ops::StoredMatrix& up, int64_t N) override {
+    if (precision_ != Precision::kInt8 || !ops::int8_path(gate.dtype) || !ops::int8_path(up.dtype))
+      return false;
+    return ops::linear_swiglu_int8(h, x, gate, up, N);
+  }
   void linear_backward_input(float* dx, const float* dy, const ops::StoredMatrix& w, int64_t N,
                              bool accumulate) override {
     // int8 is for inference (training refuses it, train_config.cpp), so its backward is fp32.

@@ -204,22 +204,33 @@ void layer_forward(const LayerCall& call, float* x, LayerActs& a) {
   // else in v's slot, dead since the keys and values went to the cache.
   float* n2 = a.n2.empty() ? scratch(be, kV, M * C) : a.n2.data();
   be.rmsnorm_forward(n2, a.rstd2.data(), x_mid, w.post_attn_norm.data(), M, C, eps);
-  const std::array<ops::LinearOut, 2> gate_up{{{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
-  be.linear_forward_group(gate_up.data(), 2, n2, M);
-  lora_add(n2, M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
   float* h = scratch(be, kH, M * F);  // (M, F)
   const LoraLinear* down = call.lora_at(Proj::down);
   const bool down_adapted = down != nullptr && down->enabled();
-  if (!call.output_needed) {
-    // What layer_backward reads from here on: down_proj's adapter input product u = A d(h) only.
-    if (!down_adapted) return;
+  const auto adapted = [&](Proj p) {
+    const LoraLinear* l = call.lora_at(p);
+    return l != nullptr && l->enabled();
+  };
+  // h in one pass where the backend has one and nothing else reads gate and up (no backward, no
+  // adapter on them): the values of the steps below.
+  const bool fused = call.output_needed && !call.keep_for_backward && !adapted(Proj::gate) &&
+                     !adapted(Proj::up) && be.linear_swiglu_forward(h, n2, w.gate, w.up, M);
+  if (!fused) {
+    const std::array<ops::LinearOut, 2> gate_up{
+        {{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
+    be.linear_forward_group(gate_up.data(), 2, n2, M);
+    lora_add(n2, M, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
+    if (!call.output_needed) {
+      // What layer_backward reads from here on: down_proj's adapter input product u = A d(h) only.
+      if (!down_adapted) return;
+      be.swiglu_forward(h, a.gate.data(), a.up.data(), M * F);
+      lora_forward_u(be, h, *down, call.dropout(Proj::down), u(Proj::down), xd, M);
+      return;
+    }
     be.swiglu_forward(h, a.gate.data(), a.up.data(), M * F);
-    lora_forward_u(be, h, *down, call.dropout(Proj::down), u(Proj::down), xd, M);
-    return;
   }
-  be.swiglu_forward(h, a.gate.data(), a.up.data(), M * F);
-  project_forward(be, proj, h, w.down, nullptr, down, sc,
-                  call.dropout(Proj::down), u(Proj::down), xd, M);
+  project_forward(be, proj, h, w.down, nullptr, down, sc, call.dropout(Proj::down), u(Proj::down),
+                  xd, M);
   // x_out = x_mid + down_proj(...), at the M rows (fp32 addition commutes: proj + x_mid is x_mid + proj).
   if (x_is_mid) {
     be.add_inplace(x, proj, M * C);

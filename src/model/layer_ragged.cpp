@@ -95,10 +95,19 @@ void layer_forward_ragged(const RaggedLayerCall& call, float* x, RaggedActs& a) 
 
   // --- MLP block
   be.rmsnorm_forward(a.n2.data(), nullptr, x, w.post_attn_norm.data(), N, C, eps);
-  const std::array<ops::LinearOut, 2> gate_up{{{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
-  be.linear_forward_group(gate_up.data(), 2, a.n2.data(), N);
-  lora_add(call, a.n2.data(), C, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
-  be.swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * F);
+  // h in one pass where the backend has one and no segment's adapter adds to gate or up.
+  bool gate_up_adapted = false;
+  for (const LoraSegment& seg : call.loras)
+    for (const Proj p : {Proj::gate, Proj::up})
+      gate_up_adapted = gate_up_adapted || (seg.lora != nullptr && seg.rows > 0 &&
+                                            seg.lora->at(call.layer, p).enabled());
+  if (gate_up_adapted || !be.linear_swiglu_forward(a.h.data(), a.n2.data(), w.gate, w.up, N)) {
+    const std::array<ops::LinearOut, 2> gate_up{
+        {{a.gate.data(), &w.gate, nullptr}, {a.up.data(), &w.up, nullptr}}};
+    be.linear_forward_group(gate_up.data(), 2, a.n2.data(), N);
+    lora_add(call, a.n2.data(), C, {{a.gate.data(), Proj::gate}, {a.up.data(), Proj::up}});
+    be.swiglu_forward(a.h.data(), a.gate.data(), a.up.data(), N * F);
+  }
   be.linear_forward(a.proj.data(), a.h.data(), w.down, nullptr, N);
   lora_add(call, a.h.data(), F, {{a.proj.data(), Proj::down}});
   // x_out = x_mid + down_proj(...): the same fp32 sums as layer_forward's (addition commutes).

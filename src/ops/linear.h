@@ -66,6 +66,15 @@ struct LinearOut {
 // of all the members. At decode a layer's projections are a few microseconds each, so one
 // fork/join for q, k and v instead of three is measurable (BENCHMARKS.md).
 void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int64_t N, bool rows_only = false);
+// h (N, F) = swiglu(x . gate^T, x . up^T) (gate and up: F rows of cols, both on the int8 route),
+// the values of linear_forward_int8_group on {gate, up} then swiglu_forward, bit for bit, without
+// the (N, F) products in memory: each block of rows of gate and the same block of up go into a
+// per-thread (N, 48) scratch and SwiGLU runs there while it is in cache (the products written out
+// and read back made SwiGLU a memory-bound 5% of int8 letter scoring on SmolLM2, session 49).
+// Where both take the GEMM (enough tokens, the CPU runs it); else false, writing nothing: the
+// caller runs the two steps (a decode step's buffers are its own already).
+bool linear_swiglu_int8(float* h, const float* x, const StoredMatrix& gate, const StoredMatrix& up,
+                        int64_t N);
 
 // The same product at `precision: bf16` (ops/cpu/linear_bf16.cpp): x and W rounded to bf16 (round
 // to nearest even; BF16 weights as stored), products exact in fp32, sums in fp32. The kernel:

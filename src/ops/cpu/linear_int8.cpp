@@ -6,6 +6,7 @@
 #include "core/int8_gemm.h"
 #include "core/quant_int8.h"
 #include "ops/cpu/balanced_blocks.h"
+#include "ops/cpu/swiglu_block.h"
 #include "ops/linear.h"
 
 namespace medtune::ops {
@@ -141,6 +142,34 @@ void linear_forward_int8_group(const LinearOut* outs, int n, const float* x, int
     dot_block(*outs[i].w, g - first[i], q, gemm[i] ? packed : nullptr, N, outs[i].y);
   });
   for (int i = 0; i < n; ++i) add_bias(outs[i].y, outs[i].bias, N, outs[i].w->rows);
+}
+
+bool linear_swiglu_int8(float* h, const float* x, const StoredMatrix& gate, const StoredMatrix& up,
+                        int64_t N) {
+  const int64_t F = gate.rows, cols = gate.cols;
+  if (!int8::supports(gate.dtype) || !int8::supports(up.dtype) || up.rows != F || up.cols != cols)
+    throw Internal(
+        "linear_swiglu_int8: gate and up must share their shape and take the int8 route");
+  if (!use_gemm(gate.dtype, N, false) || !use_gemm(up.dtype, N, false)) return false;
+  const int8::PackedTokens& packed = packed_input(nullptr, x, cols, N);
+  const int64_t blocks = row_blocks(gate, true);
+  for_blocks_balanced(blocks, [&](int64_t b) {
+    const int64_t r0 = b * kGemmRows, nrows = std::min(kGemmRows, F - r0);
+    thread_local std::vector<float> g, u;  // (N, nrows) each: the block's products
+    if (g.size() < static_cast<size_t>(N * nrows)) {
+      g.resize(static_cast<size_t>(N * nrows));
+      u.resize(g.size());
+    }
+    // Each call prefetches the rows of the next: up's block after gate's, then gate's next block.
+    const int64_t r1 = r0 + nrows, next = std::min(kGemmRows, F - r1);
+    int8::gemm_rows(gate.dtype, gate.row(r0), gate.row_bytes(), nrows, packed, g.data(), nrows,
+                    up.row(r0), nrows);
+    int8::gemm_rows(up.dtype, up.row(r0), up.row_bytes(), nrows, packed, u.data(), nrows,
+                    next > 0 ? gate.row(r1) : nullptr, next);
+    for (int64_t n = 0; n < N; ++n)
+      detail::swiglu_block(h + n * F + r0, g.data() + n * nrows, u.data() + n * nrows, nrows);
+  });
+  return true;
 }
 
 }  // namespace medtune::ops

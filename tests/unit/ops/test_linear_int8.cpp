@@ -3,6 +3,7 @@
 // kernel the contract (ops/linear.h) names, per (token, row), bit for bit; and the fp32 fallback
 // for dtypes without an int8 kernel.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cstring>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "core/nf4.h"
 #include "core/quant_int8.h"
 #include "ops/linear.h"
+#include "ops/ops.h"
 #include "support/buffers.h"
 
 namespace medtune::ops {
@@ -132,6 +134,41 @@ TEST(LinearInt8, GroupEqualsEachMemberAlone) {
       for (size_t i = 0; i < 3; ++i)
         EXPECT_EQ(got[i], want[i]) << "member " << i << " N=" << N << " rows_only " << rows_only;
     }
+}
+
+// The MLP's fused gate, up and SwiGLU (linear_swiglu_int8) against its steps: the two products
+// alone, then swiglu_forward. Every element equal: token counts at the GEMM's threshold and
+// above, with a last panel partly filled (below it, no fusion: false, nothing written); rows that
+// leave a last block of fewer than 48; types with and without mins and Q6_K's scales per 16; 1 and
+// 2 threads.
+TEST(LinearInt8, FusedSwigluEqualsItsSteps) {
+  constexpr int64_t kCols = 256, kF = 100;  // whole K-quant super-blocks; blocks of 48, 48, 4
+  const int threads = omp_get_max_threads();
+  for (const DType t : {DType::Q4_1, DType::Q8_0, DType::Q6_K, DType::NF4}) {
+    const std::vector<uint8_t> gb =
+        t == DType::NF4 ? nf4_weights(kF, kCols, 50) : random_weights(t, kF, kCols, 50);
+    const std::vector<uint8_t> ub =
+        t == DType::NF4 ? nf4_weights(kF, kCols, 51) : random_weights(t, kF, kCols, 51);
+    const StoredMatrix gate{t, kF, kCols, gb.data()}, up{t, kF, kCols, ub.data()};
+    for (const int64_t N : {3, 8, 16, 37})
+      for (const int n : {1, 2}) {
+        omp_set_num_threads(n);
+        const std::vector<float> x = random_x(N * kCols, 60 + static_cast<uint64_t>(N));
+        std::vector<float> g(static_cast<size_t>(N * kF)), u(g.size()), want(g.size()),
+            got(g.size(), -1.0f);
+        linear_forward_int8(g.data(), x.data(), gate, nullptr, N);
+        linear_forward_int8(u.data(), x.data(), up, nullptr, N);
+        swiglu_forward(want.data(), g.data(), u.data(), N * kF);
+        const bool gemm = int8::gemm_available() && N >= int8_gemm_min_tokens(t);
+        EXPECT_EQ(linear_swiglu_int8(got.data(), x.data(), gate, up, N), gemm)
+            << dtype_name(t) << " N=" << N;
+        if (gemm)
+          EXPECT_EQ(got, want) << dtype_name(t) << " N=" << N << " threads " << n;
+        else
+          EXPECT_EQ(got, std::vector<float>(got.size(), -1.0f)) << "written without fusing";
+      }
+  }
+  omp_set_num_threads(threads);
 }
 
 }  // namespace
