@@ -166,26 +166,22 @@ void run(const DecodedRows& rw, const int8::PackedTokens& x, float* y, int64_t y
   int64_t k = 0;  // tiles done
   for (int64_t p = 0; p < x.panels; ++p) {
     const int64_t valid = std::min<int64_t>(kPanel, x.ntok - p * kPanel);
-    int64_t r = 0;
-    if (valid > kHalf) {
+    // The panel's tiles of TV token vectors: R rows at a time, then the leftover rows one by one.
+    const auto panel = [&]<int TV>() {
+      int64_t r = 0;
       for (; r + R <= rw.nrows; r += R) {
         prefetch_share(rw, k++, tiles);
-        tile<R, 2, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
+        tile<R, TV, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
       }
       for (; r < rw.nrows; ++r) {
         prefetch_share(rw, k++, tiles);
-        tile<1, 2, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
+        tile<1, TV, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
       }
-    } else {
-      for (; r + R <= rw.nrows; r += R) {
-        prefetch_share(rw, k++, tiles);
-        tile<R, 1, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
-      }
-      for (; r < rw.nrows; ++r) {
-        prefetch_share(rw, k++, tiles);
-        tile<1, 1, F, kMin>(rw, r, x, p, 0, valid, y, y_stride);
-      }
-    }
+    };
+    if (valid > kHalf)
+      panel.template operator()<2>();
+    else
+      panel.template operator()<1>();
   }
 }
 
