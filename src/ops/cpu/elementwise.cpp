@@ -33,7 +33,7 @@ void rope_forward(float* x, const float* cos, const float* sin, int64_t N, int64
 }  // namespace ref
 
 void swiglu_forward(float* h, const float* gate, const float* up, int64_t n) {
-  // Blocks of kExpBlock (swiglu_block.h).
+  // Blocks of kExpBlock elements dealt to the threads, each by swiglu_block.h.
   const int64_t blocks = (n + detail::kExpBlock - 1) / detail::kExpBlock;
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t blk = 0; blk < blocks; ++blk) {
