@@ -22,6 +22,7 @@ transformers loop under `torch.autocast("cpu", dtype=torch.bfloat16)` (PyTorch's
 reports each one's letter agreement with its fp32 run.
 --int8 adds medtune's letter scoring at `--precision int8` (no transformers counterpart: it is
 compared with the same fp32 loop, and its letters with medtune's fp32 ones).
+--letter-only leaves out option-text scoring (bench/cpu_goals.py's scoring goal is letters only).
 """
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--no-bs4", action="store_true")
+    ap.add_argument("--letter-only", action="store_true",
+                    help="no option-text scoring (its transformers loop, one forward per option, is the slowest run)")
     ap.add_argument("--bf16", action="store_true", help="also letter scoring at bf16 (medtune and torch autocast)")
     ap.add_argument("--int8", action="store_true", help="also medtune's letter scoring at precision int8")
     a = ap.parse_args()
@@ -132,7 +135,8 @@ def main() -> int:
                             ("medtune letter bf16", lambda: run_medtune(a, "letter", os.path.join(tmp, "lb"), "bf16")),
                             ("hf letter bf16", lambda: hf_letter(True)),
                             ("medtune letter int8", lambda: run_medtune(a, "letter", os.path.join(tmp, "li"), "int8"))):
-                if ((key == "hf text bs4" and a.no_bs4) or (key.endswith("bf16") and not a.bf16)
+                if ((key == "hf text bs4" and a.no_bs4) or (" text" in key and a.letter_only)
+                        or (key.endswith("bf16") and not a.bf16)
                         or (key.endswith("int8") and not a.int8)):
                     continue
                 qps, cpq, p = fn()
@@ -144,7 +148,8 @@ def main() -> int:
 
     letter = lambda p: [ord(x["pred"]) - 65 for x in p]  # noqa: E731
     agree_letter = sum(x == y for x, y in zip(letter(preds["medtune letter"]), preds["hf letter"]))
-    agree_text = sum(x == y for x, y in zip(letter(preds["medtune text"]), preds["hf text bs1"]))
+    agree_text = (None if a.letter_only else
+                  sum(x == y for x, y in zip(letter(preds["medtune text"]), preds["hf text bs1"])))
     med = {k: statistics.median(v) for k, v in runs.items() if v}
     med_cpu = {k: statistics.median(v) for k, v in cpu.items() if v}
     n = len(enc)
@@ -163,7 +168,8 @@ def main() -> int:
         if hk in med:
             print(f"{scoring:10s} {med[mk]:12.3f} {what:>22s} {med[hk]:8.3f} {med[mk] / med[hk]:12.2f}x"
                   f" {med_cpu[mk]:16.2f} {med_cpu[hk]:6.2f} {med_cpu[hk] / med_cpu[mk]:5.2f}x")
-    print(f"predictions agree (medtune vs transformers fp32): letter {agree_letter}/{n}, text {agree_text}/{n}")
+    print(f"predictions agree (medtune vs transformers fp32): letter {agree_letter}/{n}"
+          + ("" if agree_text is None else f", text {agree_text}/{n}"))
     agree_bf16 = {}
     if a.bf16:
         agree_bf16 = {"medtune": sum(x == y for x, y in zip(letter(preds["medtune letter bf16"]), letter(preds["medtune letter"]))),
