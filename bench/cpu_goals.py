@@ -248,7 +248,7 @@ def main() -> int:
 
     lines = [f"CPU: {cpu.get('model name')} (family {cpu.get('cpu family')} model {cpu.get('model')}; "
              f"{' '.join(cpu['flags'])}), medtune kernels {cpu['medtune_kernel_path']}, {a.threads} threads, "
-             f"{result['date']}", "", "| goal | measured | per round | goal | verdict |", "| --- | ---: | --- | ---: | --- |"]
+             f"{result['date']}", "", "| goal | measured | per round | target | verdict |", "| --- | ---: | --- | ---: | --- |"]
     for r in rows:
         measured = f"{r['ratio']:.2f}x" if "ratio" in r else r["text"]
         per_round = ", ".join(f"{x:.2f}" for x in r.get("rounds", []))
