@@ -75,6 +75,7 @@ def cpu_identity(build: str) -> dict:
             if key == "flags" and "flags" not in info:
                 have = set(value.split())
                 info["flags"] = [x for x in ISA_FLAGS if x in have]
+    info.setdefault("flags", [])
     info["logical_cpus"] = os.cpu_count()
     doctor = subprocess.run([os.path.join(build, "medtune"), "doctor"], cwd=ROOT, env=child_env(),
                             text=True, capture_output=True).stdout
