@@ -161,7 +161,7 @@ def embedded_default(a, out: str, logs: str) -> dict:
 def ratio_row(goal: str, ours: list[float], peer: list[float], target: float) -> dict:
     """A goal's row. Both engines ran back to back in each round, so a round's ratio is a paired
     comparison; the verdict takes the median of those, since a shared host's speed drifts between
-    rounds (session 50's Zen 3 decoded 1.6x faster an hour after its first run) and moves both
+    rounds (session 50's Zen 3 decoded 1.6x faster 90 minutes after its first run) and moves both
     engines of a round alike. The ratio of the engines' medians is kept beside it."""
     rounds = [o / p for o, p in zip(ours, peer)]
     ratio = st.median(rounds)
