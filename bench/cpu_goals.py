@@ -40,6 +40,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_quantize  # noqa: E402  (its output names; llama_cpp is imported only to quantize)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BUNDLED = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 # Flags of /proc/cpuinfo that decide which kernel paths run (doctor prints the paths taken).
@@ -94,9 +97,7 @@ def has_bf16_arithmetic(cpu: dict) -> bool:
 
 def q8_0_file(a, logs: str) -> str:
     """The Q8_0 file llama.cpp's quantizer makes from the bundled model (made once, kept in OUT)."""
-    # llama_quantize.py's naming: the extension and a type suffix go, other dots stay.
-    stem = re.sub(r"\.(F16|F32|BF16|I?Q\d\w*)$", "", os.path.basename(a.model).removesuffix(".gguf"))
-    path = os.path.join(a.models_dir, f"{stem}.Q8_0.gguf")
+    path = llama_quantize.output_path(a.model, a.models_dir, "Q8_0")
     if not os.path.exists(path):
         os.makedirs(a.models_dir, exist_ok=True)
         run([a.llama_python, "bench/llama_quantize.py", a.model, a.models_dir, "Q8_0"],

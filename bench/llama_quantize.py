@@ -15,10 +15,16 @@ import os
 import re
 import sys
 
-import llama_cpp
+
+def output_path(src: str, out_dir: str, ftype_name: str) -> str:
+    """OUT_DIR/<stem>.<TYPE>.gguf for SRC: "Llama-3.1-8B.Q4_1.gguf" -> stem "Llama-3.1-8B" (the
+    extension and a type suffix go, other dots stay). Importable without llama_cpp (cpu_goals.py)."""
+    stem = re.sub(r"\.(F16|F32|BF16|I?Q\d\w*)$", "", os.path.basename(src).removesuffix(".gguf"))
+    return os.path.join(out_dir, f"{stem}.{ftype_name}.gguf")
 
 
 def quantize(src: str, dst: str, ftype_name: str) -> None:
+    import llama_cpp  # here, so that output_path imports without it
     ftype = getattr(llama_cpp, "LLAMA_FTYPE_MOSTLY_" + ftype_name, None)
     if ftype is None:
         sys.exit(f"llama_quantize.py: unknown type {ftype_name!r} (no LLAMA_FTYPE_MOSTLY_{ftype_name})")
@@ -37,14 +43,12 @@ def main() -> None:
         sys.exit(__doc__)
     src, out_dir, types = sys.argv[1], sys.argv[2], sys.argv[3:]
     os.makedirs(out_dir, exist_ok=True)
-    # "Llama-3.1-8B.Q4_1.gguf" -> "Llama-3.1-8B": the extension and a type suffix go, other dots stay.
-    stem = re.sub(r"\.(F16|F32|BF16|I?Q\d\w*)$", "", os.path.basename(src).removesuffix(".gguf"))
-    f16 = os.path.join(out_dir, f"{stem}.F16.gguf")
+    f16 = output_path(src, out_dir, "F16")
     if not os.path.exists(f16):
         quantize(src, f16, "F16")
     for t in types:
         if t != "F16":
-            quantize(f16, os.path.join(out_dir, f"{stem}.{t}.gguf"), t)
+            quantize(f16, output_path(src, out_dir, t), t)
 
 
 if __name__ == "__main__":
