@@ -6,10 +6,8 @@
 #
 #   bench/forward_rounds.sh VENV_PYTHON ROUNDS MODEL.gguf [MODEL.gguf ...] > rounds.log
 # Run from the repository root after scripts/build.sh; unset OMP_WAIT_POLICY as a user's shell has it.
-# On a CPU with AMX, build the peer without its AMX kernels (they crash there, above), e.g.
-#   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON
-#     -DGGML_AVX512_VBMI=ON -DGGML_AVX_VNNI=ON" pip install --force-reinstall --no-deps \
-#     llama_cpp_python==0.3.36
+# On a CPU with AMX the peer must be built without its AMX kernels (they crash there, below):
+# bench/setup_peers.sh does so (VENV_PYTHON = DIR/llama/bin/python).
 set -euo pipefail
 py=$1 rounds=$2
 shift 2
