@@ -191,18 +191,20 @@ void group_scores(float* const scores[kGroup], const float* qv, int64_t q_stride
 }
 
 // o_i (HD = 8 * C; outputs o_stride apart, or HD for Step 0) = sum over query i's keys of
-// p[i][j] * V_j, for the same G queries: two 8-float chunks of the row per pass, keys [0, n0) in order for all G, then
-// each query's own last keys. Each accumulator lane is one chain over the keys in order. A zero
-// weight (a hidden key, an underflowed one) is multiplied too, in every path, without a branch
-// (an unpredictable one cost more than the FMAs it saved): it adds a zero, which leaves the sum
-// as it was up to the sign of a zero sum, given finite values, which every key position up to
-// the query's has (the forward wrote it).
+// p[i][j] * V_j, for the same G queries: two 8-float chunks of the row per pass, keys [0, n0) in
+// order for all G, then each query's own last keys. Each accumulator lane is one chain over the
+// keys in order. A zero weight (a hidden key, an underflowed one) is multiplied too, in every path,
+// without a branch (an unpredictable one cost more than the FMAs it saved): it adds a zero, which
+// leaves the sum as it was up to the sign of a zero sum, given finite values, which every key
+// position up to the query's has (the forward wrote it). Chunks [c_begin, c_end) of each output row
+// only (even bounds; the split decode path deals a row's chunk pairs to different threads): the
+// same chains, so the same bits.
 template <int C, int G, int Step, typename E>
 void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGroup],
-                           const ValueRows<E>& vr, int64_t n0) {
+                           const ValueRows<E>& vr, int64_t n0, int c_begin = 0, int c_end = C) {
   static_assert(C % 2 == 0, "value rows go two 8-float chunks per pass");
   const int64_t os = Step == 0 ? 8 * C : o_stride;
-  for (int c0 = 0; c0 < C; c0 += 2) {
+  for (int c0 = c_begin; c0 < c_end; c0 += 2) {
     __m256 acc[kGroup][2];
     for (auto& ai : acc) ai[0] = ai[1] = _mm256_setzero_ps();
     const auto add = [&](int i, int64_t j, __m256 x0, __m256 x1) {
@@ -332,6 +334,107 @@ void task_queries(float* out, const float* q, const KeyRows<E>& keys, const Valu
     }
 }
 
+// The decode path when its tasks (row, kv head) do not divide evenly among the threads. There a
+// kv head per task left threads idle: SmolLM2's 3 kv heads on 2 threads gave one thread twice the
+// other's attention (perf, Q4_1 int8 decode at 264-520 cached positions: 12% of one thread's
+// samples, 6.6% of the other's, which waited), and threads beyond NKV get none at all (Llama 3's 8
+// kv heads on 16 cores). Three phases, each dealt evenly, with the barriers of the omp for's
+// between them: every query's scores against key blocks (row, kv head, kSplitKeys keys); every
+// query row's softmax; the weighted values by (row, kv head, pair of 8-float output chunks). Each
+// score is one_score's (group_scores from the block's first key: reduce4 gives a score the same
+// bits in whichever slot of a key pair it falls), each softmax
+// softmax_visible_row's over the whole row, and each output lane one chain over the keys in
+// order: the bits of task_queries, whichever path and thread compute them. Called by every
+// thread of a parallel region (its omp for's bind to it); scores: (B, T, NH) rows of
+// score_stride(s) floats, shared.
+constexpr int64_t kSplitKeys = 64;
+// Below this many keys (the call's last query's) the unsplit path: there the attention is a small
+// part of a decode step, and what the balance saves is about what the split's two extra barriers
+// per call cost. SmolLM2 Q4_1 int8 decode on Zen 3, 2 threads, split from 128 keys on against
+// before, alternating: after a 256-token prompt 0.98x (median of 8 rounds, 0.90-1.09: noise),
+// after 2000 tokens 1.10x (4 rounds, 0.96-1.21); the estimate at ~290 keys is a 1% gain less the
+// barriers, from ~500 on a few percent.
+constexpr int64_t kSplitMinKeys = 512;
+
+// group_scores / group_weighted_values (Step 0: heads at one position) with G a run-time count.
+template <int C, typename E>
+void heads_scores(int G, float* const rows[kGroup], const float* qv, const E* kb, int64_t kv_stride,
+                  int64_t n, float scale) {
+  switch (G) {
+    case 1:
+      return group_scores<C, 1, 0>(rows, qv, 8 * C, kb, kv_stride, n, scale);
+    case 2:
+      return group_scores<C, 2, 0>(rows, qv, 8 * C, kb, kv_stride, n, scale);
+    case 3:
+      return group_scores<C, 3, 0>(rows, qv, 8 * C, kb, kv_stride, n, scale);
+    default:
+      return group_scores<C, 4, 0>(rows, qv, 8 * C, kb, kv_stride, n, scale);
+  }
+}
+template <int C, typename E>
+void heads_values(int G, float* o, const float* const p[kGroup], const ValueRows<E>& vr, int64_t n,
+                  int c_begin, int c_end) {
+  switch (G) {
+    case 1:
+      return group_weighted_values<C, 1, 0>(o, 8 * C, p, vr, n, c_begin, c_end);
+    case 2:
+      return group_weighted_values<C, 2, 0>(o, 8 * C, p, vr, n, c_begin, c_end);
+    case 3:
+      return group_weighted_values<C, 3, 0>(o, 8 * C, p, vr, n, c_begin, c_end);
+    default:
+      return group_weighted_values<C, 4, 0>(o, 8 * C, p, vr, n, c_begin, c_end);
+  }
+}
+
+template <int C, typename E>
+void decode_split(float* out, const float* q, const E* k, const E* v, const uint8_t* key_valid,
+                  const AttentionShape& s, float* scores) {
+  const int64_t group = s.NH / s.NKV, kv_stride = s.NKV * s.HD, stride = score_stride(s);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.HD));
+  const int64_t key_blocks = (s.past + s.T + kSplitKeys - 1) / kSplitKeys;
+  constexpr int64_t kPairs = C / 2;
+  const auto row_of = [&](int64_t b, int64_t t, int64_t h) {
+    return scores + ((b * s.T + t) * s.NH + h) * stride;
+  };
+  // Query (b, t) sees keys [0, past + t + 1); a kv head's query heads go kGroup at a time.
+  const auto each_head_group = [&](int64_t g, auto&& fn) {
+    for (int64_t t = 0; t < s.T; ++t)
+      for (int64_t h = g * group; h < (g + 1) * group; h += kGroup)
+        fn(t, h, static_cast<int>(std::min<int64_t>(kGroup, (g + 1) * group - h)));
+  };
+#pragma omp for schedule(static)
+  for (int64_t item = 0; item < s.B * s.NKV * key_blocks; ++item) {
+    const int64_t b = item / (s.NKV * key_blocks), g = item / key_blocks % s.NKV;
+    const int64_t j0 = item % key_blocks * kSplitKeys;
+    const E* kb = k + b * s.Smax * kv_stride + g * s.HD + j0 * kv_stride;
+    each_head_group(g, [&](int64_t t, int64_t h, int G) {
+      const int64_t j1 = std::min(s.past + t + 1, j0 + kSplitKeys);
+      if (j1 <= j0) return;
+      float* rows[kGroup];
+      for (int i = 0; i < G; ++i) rows[i] = row_of(b, t, h + i) + j0;
+      heads_scores<C>(G, rows, q + ((b * s.T + t) * s.NH + h) * s.HD, kb, kv_stride, j1 - j0,
+                      scale);
+    });
+  }
+#pragma omp for schedule(static)
+  for (int64_t r = 0; r < s.B * s.T * s.NH; ++r) {
+    const int64_t b = r / (s.T * s.NH), p = s.past + r / s.NH % s.T;
+    detail::softmax_visible_row(scores + r * stride, p + 1, p + 1, key_valid, b, s.Smax, 0, p);
+  }
+#pragma omp for schedule(static)
+  for (int64_t item = 0; item < s.B * s.NKV * kPairs; ++item) {
+    const int64_t b = item / (s.NKV * kPairs), g = item / kPairs % s.NKV;
+    const int c0 = static_cast<int>(2 * (item % kPairs));
+    const ValueRows<E> vr{v + b * s.Smax * kv_stride + g * s.HD, 16, kv_stride};
+    each_head_group(g, [&](int64_t t, int64_t h, int G) {
+      const float* p[kGroup];
+      for (int i = 0; i < G; ++i) p[i] = row_of(b, t, h + i);
+      heads_values<C>(G, out + ((b * s.T + t) * s.NH + h) * s.HD, p, vr, s.past + t + 1, c0,
+                      c0 + 2);
+    });
+  }
+}
+
 // The per-query kernel (the decode path, and every call of attention_forward_fixed_order), no
 // packing, head_dim 8 * C: per (row, head) and query, the scores against each key it may see,
 // softmax, then the weighted sum of the value rows, key by key. No BLAS call. A query's
@@ -352,50 +455,62 @@ void attention_forward_per_query(float* out, const float* q, const E* k, const E
   // they share the loads of its keys and values (heads_query; the groups of four queries too).
   const int64_t tasks = s.B * s.NKV * chunks;
   const bool transposed = gather && detail::keys16_available();
+  // decode_split's shared scores, (B, T, NH, score_stride), in the calling thread's scratch.
+  // Named through a pointer: in the region, split_scores would name each thread's own.
+  thread_local std::vector<float> split_scores;
+  if (!gather)
+    split_scores.resize(
+        std::max(split_scores.size(), static_cast<size_t>(s.B * s.T * s.NH * score_stride(s))));
+  float* const shared_scores = split_scores.data();
 #pragma omp parallel
   {
-    std::vector<float> scores(static_cast<size_t>(kGroup * score_stride(s)));  // (kGroup, stride)
-    std::vector<float> kc, vc;  // gather: (n, HD) each, the keys rounded up to a block of 16
-    // The (row, kv head) whose keys and values this thread's copies hold, and how many of them.
-    int64_t held_b = -1, held_g = -1, held_n = 0;
-    if (gather) {
-      kc.resize(static_cast<size_t>(score_stride(s) * s.HD));
-      vc.resize(static_cast<size_t>(n_max * s.HD));
-    }
-    const auto run = [&](int64_t b, int64_t g, int64_t chunk) {
-      const int64_t t0 = chunk * kPerQueryChunk, t1 = std::min(s.T, t0 + kPerQueryChunk);
-      // Key j's row at kb + j * kv_stride; value rows per vr.
-      const E* kb = k + b * s.Smax * kv_stride + g * s.HD;
-      const ValueRows<E> vr{v + b * s.Smax * kv_stride + g * s.HD, 16, kv_stride};
-      if (!gather) {
-        task_queries<C>(out, q, KeyRows<E>{kb, kv_stride}, vr, scores.data(), b, g * group,
-                        (g + 1) * group, t0, t1, key_valid, s);
-        return;
-      }
-      const int64_t n = s.past + t1;  // the keys the task's last query sees
-      if (b != held_b || g != held_g || n > held_n) {
-        gather_head<C>(kc.data(), vc.data(), kb, vr.base, kv_stride, n, transposed);
-        held_b = b, held_g = g, held_n = n;
-      }
-      const KeyRows<float> keys{kc.data(), s.HD, transposed ? kc.data() : nullptr};
-      task_queries<C>(out, q, keys, ValueRows<float>{vc.data(), 16 * held_n, 16}, scores.data(),
-                      b, g * group, (g + 1) * group, t0, t1, key_valid, s);
-    };
-    if (gather) {
-      // A causal chunk's cost grows with its index: the chunks of each (row, kv head) go largest
-      // first, dealt one at a time to whichever thread is free (each thread's last chunk is then
-      // a small one), and a thread's later, smaller chunks of the same head find its keys and
-      // values in its copies already. Which thread computes a query never changes its bits.
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t task = 0; task < tasks; ++task)
-        run(task / (s.NKV * chunks), task / chunks % s.NKV, chunks - 1 - task % chunks);
+    // Every thread of the team takes the same branch (the team's size is the same for all).
+    if (!gather && n_max >= kSplitMinKeys && tasks % omp_get_num_threads() != 0) {
+      decode_split<C>(out, q, k, v, key_valid, s, shared_scores);
     } else {
-      // Decode: in contiguous blocks, so that the query heads of one key/value head run on one
-      // thread and read its keys and values from memory once (dealt one by one, each thread read
-      // every head's: 2x the bytes of the step's largest read after the weights).
+      std::vector<float> scores(static_cast<size_t>(kGroup * score_stride(s)));  // (kGroup, stride)
+      std::vector<float> kc, vc;  // gather: (n, HD) each, the keys rounded up to a block of 16
+      // The (row, kv head) whose keys and values this thread's copies hold, and how many of them.
+      int64_t held_b = -1, held_g = -1, held_n = 0;
+      if (gather) {
+        kc.resize(static_cast<size_t>(score_stride(s) * s.HD));
+        vc.resize(static_cast<size_t>(n_max * s.HD));
+      }
+      const auto run = [&](int64_t b, int64_t g, int64_t chunk) {
+        const int64_t t0 = chunk * kPerQueryChunk, t1 = std::min(s.T, t0 + kPerQueryChunk);
+        // Key j's row at kb + j * kv_stride; value rows per vr.
+        const E* kb = k + b * s.Smax * kv_stride + g * s.HD;
+        const ValueRows<E> vr{v + b * s.Smax * kv_stride + g * s.HD, 16, kv_stride};
+        if (!gather) {
+          task_queries<C>(out, q, KeyRows<E>{kb, kv_stride}, vr, scores.data(), b, g * group,
+                          (g + 1) * group, t0, t1, key_valid, s);
+          return;
+        }
+        const int64_t n = s.past + t1;  // the keys the task's last query sees
+        if (b != held_b || g != held_g || n > held_n) {
+          gather_head<C>(kc.data(), vc.data(), kb, vr.base, kv_stride, n, transposed);
+          held_b = b, held_g = g, held_n = n;
+        }
+        const KeyRows<float> keys{kc.data(), s.HD, transposed ? kc.data() : nullptr};
+        task_queries<C>(out, q, keys, ValueRows<float>{vc.data(), 16 * held_n, 16}, scores.data(),
+                        b, g * group, (g + 1) * group, t0, t1, key_valid, s);
+      };
+      if (gather) {
+        // A causal chunk's cost grows with its index: the chunks of each (row, kv head) go largest
+        // first, dealt one at a time to whichever thread is free (each thread's last chunk is then
+        // a small one), and a thread's later, smaller chunks of the same head find its keys and
+        // values in its copies already. Which thread computes a query never changes its bits.
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; ++task)
+          run(task / (s.NKV * chunks), task / chunks % s.NKV, chunks - 1 - task % chunks);
+      } else {
+        // Decode: in contiguous blocks, so that the query heads of one key/value head run on one
+        // thread and read its keys and values from memory once (dealt one by one, each thread read
+        // every head's: 2x the bytes of the step's largest read after the weights).
 #pragma omp for schedule(static)
-      for (int64_t task = 0; task < tasks; ++task)
-        run(task / (s.NKV * chunks), task / chunks % s.NKV, task % chunks);
+        for (int64_t task = 0; task < tasks; ++task)
+          run(task / (s.NKV * chunks), task / chunks % s.NKV, task % chunks);
+      }
     }
   }
 }

@@ -202,6 +202,54 @@ TEST(FixedOrderAttention, AQueryHasTheSameBitsInEveryCallShape) {
   }
 }
 
+// Decode steps past the split threshold (ops/cpu/attention.cpp, decode_split: from 512 keys, when
+// the kv heads do not divide among the threads): a text of 560 tokens read in one call, then its
+// last 60 positions again as decode steps of 1 and of 3 queries, at 1-4 threads, in one row and
+// in two (the last hiding a key). The tasks are B * NKV: with heads 9/3, 10/2 and 8/1 one row
+// splits at 2 (9/3, 8/1), 3 and 4 threads, two rows at 3 (10/2, 8/1) and 4 (9/3, 8/1); the rest
+// take the unsplit path. Every output element equal to the whole call's.
+TEST(FixedOrderAttention, ADecodeStepSplitOverTheThreadsHasTheBitsOfTheWholeCall) {
+  struct Heads {
+    int64_t NH, NKV;
+  };
+  for (const int64_t B : {1, 2})
+    for (const auto [NH, NKV] : {Heads{9, 3}, Heads{10, 2}, Heads{8, 1}})
+      for (const int64_t HD : {64, 128}) {
+        const int64_t S = 560, first = 500, QD = NH * HD, KVD = NKV * HD, Smax = 570;
+        const auto q = random_vector(static_cast<size_t>(B * S * QD), 41, -2, 2);
+        const auto k = random_vector(static_cast<size_t>(B * Smax * KVD), 42, -2, 2);
+        const auto v = random_vector(k.size(), 43);
+        std::vector<uint8_t> valid(static_cast<size_t>(B * Smax), 1);
+        valid[static_cast<size_t>((B - 1) * Smax + 333)] = 0;
+        // Rows (B, T, NH, HD) of a call at past with T queries, from position past of each row.
+        const auto call = [&](int64_t past, int64_t T) {
+          std::vector<float> qs(static_cast<size_t>(B * T * QD)), out(qs.size());
+          for (int64_t b = 0; b < B; ++b)
+            std::copy_n(q.begin() + (b * S + past) * QD, T * QD, qs.begin() + b * T * QD);
+          ops::attention_forward_fixed_order(out.data(), qs.data(), k.data(), v.data(),
+                                             valid.data(), {B, T, past, Smax, NH, NKV, HD});
+          return out;
+        };
+        const std::vector<float> whole = call(0, S);
+        const int threads = omp_get_max_threads();
+        for (const int n : {1, 2, 3, 4})
+          for (const int64_t T : {1, 3}) {
+            omp_set_num_threads(n);
+            int64_t differ = 0;
+            for (int64_t t = first; t + T <= S; t += T) {
+              const std::vector<float> step = call(t, T);
+              for (int64_t b = 0; b < B; ++b)
+                for (int64_t i = 0; i < T * QD; ++i)
+                  differ += step[static_cast<size_t>(b * T * QD + i)] !=
+                            whole[static_cast<size_t>((b * S + t) * QD + i)];
+            }
+            omp_set_num_threads(threads);
+            EXPECT_EQ(differ, 0) << B << " rows, NH " << NH << ", NKV " << NKV << ", HD " << HD
+                                 << ", " << n << " threads, " << T << " queries a step";
+          }
+      }
+}
+
 // Keys hidden inside a query's causal window (a left-padded row, a hole) through both kernels:
 // the prompt's (on AVX-512: transposed keys, 512-bit softmax and values) and the decode steps'
 // (AVX2 loops over the cache's rows): every output element equal, and close to the reference.
