@@ -1,11 +1,15 @@
 // Attention on the CPU for one prompt: ops::attention_forward (OpenBLAS in query tiles, what fp32
 // eval and training run) against ops::attention_forward_fixed_order (the per-query kernel that the
-// int8 route and the server's batch-invariant backend run, ops.h), and the same over a half-precision
-// cache (the int8 route's KV cache), alternating in every repeat so that load from other processes
-// hits all alike; medians. Also checks the fixed order agrees with BLAS (NMSE).
+// int8 route and the server's batch-invariant backend run, ops.h), and the same over a
+// half-precision cache (the int8 route's KV cache), alternating in every repeat so that load from
+// other processes hits all alike; medians. Also checks the fixed order agrees with BLAS (NMSE).
+//
+// With --decode 1, a decode step instead: one query at position L - 1 against a half cache of L
+// positions (the int8 route's generate and serve), microseconds per call, each repeat the median
+// of 200 calls.
 //
 // Usage: bench_attention [--tokens 256,1024] [--heads 9] [--kv-heads 3] [--head-dim 64]
-//                        [--repeats 7] [--threads 2]
+//                        [--repeats 7] [--threads 2] [--decode 0|1]
 // Defaults: SmolLM2-135M's attention (9 query heads, 3 key/value heads, head_dim 64).
 #include <omp.h>
 
@@ -29,12 +33,52 @@ std::vector<int64_t> parse_list(const char* s) {
   return out;
 }
 
+// One decode step's attention at each cached length L: q (1, NH, HD) at position L - 1, k and v
+// (L, NKV, HD) in half precision; microseconds per call.
+int decode_steps(const std::vector<int64_t>& lengths, int64_t NH, int64_t NKV, int64_t HD,
+                 int64_t repeats, int64_t threads) {
+  using namespace medtune;
+  constexpr int kCalls = 200;
+  std::printf(
+      "decode step, heads %lld/%lld, head_dim %lld, %lld threads, half cache; median of %lld "
+      "repeats of the median of %d calls\n%8s %14s\n",
+      static_cast<long long>(NH), static_cast<long long>(NKV), static_cast<long long>(HD),
+      static_cast<long long>(threads), static_cast<long long>(repeats), kCalls, "cached",
+      "us per call");
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> U(-2.0f, 2.0f);
+  for (const int64_t L : lengths) {
+    std::vector<float> q(static_cast<size_t>(NH * HD)), kv(static_cast<size_t>(L * NKV * HD));
+    for (float& e : q) e = U(rng);
+    for (float& e : kv) e = U(rng);
+    std::vector<uint16_t> k16(kv.size()), v16(kv.size());
+    ops::store_rows_f16(k16.data(), 0, kv.data(), 0, 1, static_cast<int64_t>(kv.size()));
+    for (float& e : kv) e = U(rng);
+    ops::store_rows_f16(v16.data(), 0, kv.data(), 0, 1, static_cast<int64_t>(kv.size()));
+    std::vector<float> out(q.size());
+    const ops::AttentionShape s{1, 1, L - 1, L, NH, NKV, HD};
+    std::vector<double> per_repeat;
+    for (int64_t r = 0; r < repeats; ++r) {
+      std::vector<double> calls;
+      for (int c = 0; c < kCalls; ++c) {
+        const auto t0 = std::chrono::steady_clock::now();
+        ops::attention_forward_fixed_order(out.data(), q.data(), k16.data(), v16.data(), nullptr,
+                                           s);
+        calls.push_back(bench::seconds_since(t0));
+      }
+      per_repeat.push_back(bench::median(calls));
+    }
+    std::printf("%8lld %14.2f\n", static_cast<long long>(L), bench::median(per_repeat) * 1e6);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace medtune;
   std::vector<int64_t> tokens = {256, 1024};
-  int64_t NH = 9, NKV = 3, HD = 64, repeats = 7, threads = 2;
+  int64_t NH = 9, NKV = 3, HD = 64, repeats = 7, threads = 2, decode = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--tokens") tokens = parse_list(argv[i + 1]);
@@ -43,12 +87,15 @@ int main(int argc, char** argv) {
     else if (a == "--head-dim") HD = std::atoll(argv[i + 1]);
     else if (a == "--repeats") repeats = std::atoll(argv[i + 1]);
     else if (a == "--threads") threads = std::atoll(argv[i + 1]);
+    else if (a == "--decode")
+      decode = std::atoll(argv[i + 1]);
     else {
       std::fprintf(stderr, "bench_attention: unknown option %s\n", argv[i]);
       return 2;
     }
   }
   omp_set_num_threads(static_cast<int>(threads));
+  if (decode != 0) return decode_steps(tokens, NH, NKV, HD, repeats, threads);
   std::printf("heads %lld/%lld, head_dim %lld, %lld threads, median of %lld (ms per layer's attention)\n",
               static_cast<long long>(NH), static_cast<long long>(NKV), static_cast<long long>(HD),
               static_cast<long long>(threads), static_cast<long long>(repeats));
