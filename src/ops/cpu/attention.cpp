@@ -348,12 +348,11 @@ void task_queries(float* out, const float* q, const KeyRows<E>& keys, const Valu
 // thread of a parallel region (its omp for's bind to it); scores: (B, T, NH) rows of
 // score_stride(s) floats, shared.
 constexpr int64_t kSplitKeys = 64;
-// Below this many keys (the call's last query's) the unsplit path: there the attention is a small
-// part of a decode step, and what the balance saves is about what the split's two extra barriers
-// per call cost. SmolLM2 Q4_1 int8 decode on Zen 3, 2 threads, split from 128 keys on against
-// before, alternating: after a 256-token prompt 0.98x (median of 8 rounds, 0.90-1.09: noise),
-// after 2000 tokens 1.10x (4 rounds, 0.96-1.21); the estimate at ~290 keys is a 1% gain less the
-// barriers, from ~500 on a few percent.
+// Below this many keys (the call's last query's) the unsplit path: there what the balance saves is
+// about what the split's two extra barriers per call cost. One decode step's attention, SmolLM2's
+// heads over a half cache (`bench_attention --decode 1`, Zen 3, 2 threads, split against unsplit,
+// alternating, medians of 5 rounds): 0.89x and 1.08x at 512 keys (two runs: noise), 1.13x at 640,
+// 1.19x at 768, 1.46x at 1024, 1.49x at 2000, 1.44x at 4000.
 constexpr int64_t kSplitMinKeys = 512;
 
 // group_scores / group_weighted_values (Step 0: heads at one position) with G a run-time count.
