@@ -342,11 +342,10 @@ void task_queries(float* out, const float* q, const KeyRows<E>& keys, const Valu
 // between them: every query's scores against key blocks (row, kv head, kSplitKeys keys); every
 // query row's softmax; the weighted values by (row, kv head, pair of 8-float output chunks). Each
 // score is one_score's (group_scores from the block's first key: reduce4 gives a score the same
-// bits in whichever slot of a key pair it falls), each softmax
-// softmax_visible_row's over the whole row, and each output lane one chain over the keys in
-// order: the bits of task_queries, whichever path and thread compute them. Called by every
-// thread of a parallel region (its omp for's bind to it); scores: (B, T, NH) rows of
-// score_stride(s) floats, shared.
+// bits in whichever slot of a key pair it falls), each softmax softmax_visible_row's over the
+// whole row, and each output lane one chain over the keys in order: the bits of task_queries,
+// whichever path and thread compute them. Called by every thread of a parallel region (its omp
+// for's bind to it); scores: (B, T, NH) rows of score_stride(s) floats, shared.
 constexpr int64_t kSplitKeys = 64;
 // Below this many keys (the call's last query's) the unsplit path: there what the balance saves is
 // about what the split's two extra barriers per call cost. One decode step's attention, SmolLM2's

@@ -205,9 +205,10 @@ TEST(FixedOrderAttention, AQueryHasTheSameBitsInEveryCallShape) {
 // Decode steps past the split threshold (ops/cpu/attention.cpp, decode_split: from 512 keys, when
 // the kv heads do not divide among the threads): a text of 560 tokens read in one call, then its
 // last 60 positions again as decode steps of 1 and of 3 queries, at 1-4 threads, in one row and
-// in two (the last hiding a key). The tasks are B * NKV: with heads 9/3, 10/2 and 8/1 one row
-// splits at 2 (9/3, 8/1), 3 and 4 threads, two rows at 3 (10/2, 8/1) and 4 (9/3, 8/1); the rest
-// take the unsplit path. Every output element equal to the whole call's.
+// in two (the last row hiding a key). The tasks are B * NKV: with heads 9/3, 10/2 and 8/1, one
+// row splits at 2 threads (9/3, 8/1), 3 (10/2, 8/1) and 4 (all three), two rows at 3 (10/2, 8/1)
+// and 4 (9/3, 8/1); the rest take the unsplit path. Every output element equal to the whole
+// call's.
 TEST(FixedOrderAttention, ADecodeStepSplitOverTheThreadsHasTheBitsOfTheWholeCall) {
   struct Heads {
     int64_t NH, NKV;
