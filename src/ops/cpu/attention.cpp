@@ -453,17 +453,19 @@ void attention_forward_per_query(float* out, const float* q, const E* k, const E
   // they share the loads of its keys and values (heads_query; the groups of four queries too).
   const int64_t tasks = s.B * s.NKV * chunks;
   const bool transposed = gather && detail::keys16_available();
-  // decode_split's shared scores, (B, T, NH, score_stride), in the calling thread's scratch.
-  // Named through a pointer: in the region, split_scores would name each thread's own.
+  // A decode step long enough for decode_split; it takes it where its tasks do not divide among
+  // the team's threads (known in the region). Its shared scores, (B, T, NH, score_stride), are in
+  // the calling thread's scratch, named through a pointer: in the region, split_scores would name
+  // each thread's own.
+  const bool may_split = !gather && n_max >= kSplitMinKeys;
   thread_local std::vector<float> split_scores;
-  if (!gather)
-    split_scores.resize(
-        std::max(split_scores.size(), static_cast<size_t>(s.B * s.T * s.NH * score_stride(s))));
+  const auto split_floats = static_cast<size_t>(s.B * s.T * s.NH * score_stride(s));
+  if (may_split && split_scores.size() < split_floats) split_scores.resize(split_floats);
   float* const shared_scores = split_scores.data();
 #pragma omp parallel
   {
     // Every thread of the team takes the same branch (the team's size is the same for all).
-    if (!gather && n_max >= kSplitMinKeys && tasks % omp_get_num_threads() != 0) {
+    if (may_split && tasks % omp_get_num_threads() != 0) {
       decode_split<C>(out, q, k, v, key_valid, s, shared_scores);
     } else {
       std::vector<float> scores(static_cast<size_t>(kGroup * score_stride(s)));  // (kGroup, stride)
