@@ -190,42 +190,65 @@ void group_scores(float* const scores[kGroup], const float* qv, int64_t q_stride
       scores[i][jj] = one_score<C>(qv + i * qs, kb + jj * kv_stride, sc);
 }
 
+// Chunks [c0, c0 + K) of group_weighted_values's outputs (below): K accumulators per query, one
+// chain each over the keys in order. Every key's G weights are broadcast once for the K chunks.
+template <int C, int G, int Step, int K, typename E>
+inline void weighted_values_chunks(float* o, int64_t os, const float* const p[kGroup],
+                                   const ValueRows<E>& vr, int64_t n0, int c0) {
+  static_assert(K % 2 == 0, "value rows go in pairs of 8-float chunks");
+  __m256 acc[G][K];  // (query, chunk c0 + k)
+  for (auto& ai : acc)
+#pragma GCC unroll 8
+    for (auto& a : ai) a = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n0; ++j) {
+    __m256 wb[G];
+#pragma GCC unroll 4
+    for (int i = 0; i < G; ++i) wb[i] = _mm256_set1_ps(p[i][j]);
+#pragma GCC unroll 8
+    for (int k = 0; k < K; ++k) {
+      const __m256 x = load8(vr.at(j, c0 / 2 + k / 2) + 8 * (k % 2));
+#pragma GCC unroll 4
+      for (int i = 0; i < G; ++i) acc[i][k] = _mm256_fmadd_ps(wb[i], x, acc[i][k]);
+    }
+  }
+  for (int i = 0; i < G; ++i) {
+    for (int64_t j = n0; j < n0 + Step * i; ++j) {
+      const __m256 wb = _mm256_set1_ps(p[i][j]);
+      for (int k = 0; k < K; ++k)
+        acc[i][k] = _mm256_fmadd_ps(wb, load8(vr.at(j, c0 / 2 + k / 2) + 8 * (k % 2)), acc[i][k]);
+    }
+    for (int k = 0; k < K; ++k) _mm256_storeu_ps(o + i * os + 8 * (c0 + k), acc[i][k]);
+  }
+}
+
 // o_i (HD = 8 * C; outputs o_stride apart, or HD for Step 0) = sum over query i's keys of
-// p[i][j] * V_j, for the same G queries: two 8-float chunks of the row per pass, keys [0, n0) in
-// order for all G, then each query's own last keys. Each accumulator lane is one chain over the
-// keys in order. A zero weight (a hidden key, an underflowed one) is multiplied too, in every path,
-// without a branch (an unpredictable one cost more than the FMAs it saved): it adds a zero, which
-// leaves the sum as it was up to the sign of a zero sum, given finite values, which every key
-// position up to the query's has (the forward wrote it). Chunks [c_begin, c_end) of each output row
-// only (even bounds; the split decode path deals a row's chunk pairs to different threads): the
-// same chains, so the same bits.
+// p[i][j] * V_j, for the same G queries: keys [0, n0) in order for all G, then each query's own
+// last keys. Each accumulator lane is one chain over the keys in order, so how many chunks of the
+// row a pass takes changes no bit. A chain waits an FMA's latency per key: two chunks per pass
+// (what every G took before) left one or two queries' passes waiting on their 2-4 chains; a pass
+// now keeps 8-12 chains in flight within the 16 ymm registers: 8 chunks for one query, 4 for two
+// or three (3 x 4 accumulators, 3 weights and a value row), 2 for four. One decode step's
+// attention, Zen 3, one thread (`bench_attention --decode 1 --threads 1`, medians of 6-10
+// alternating runs, before/after): 32 heads of 128 without GQA (Llama 2) 1.82x at 256 cached keys,
+// 1.69x at 1024; 8 heads on 4 kv heads (G = 2) 1.35-1.39x; SmolLM2's 9 on 3 (G = 3) 1.12-1.15x;
+// four queries per kv head the same. A zero weight (a hidden key, an underflowed one)
+// is multiplied too, in every path, without a branch (an unpredictable one cost more than the
+// FMAs it saved): it adds a zero, which leaves the sum as it was up to the sign of a zero sum,
+// given finite values, which every key position up to the query's has (the forward wrote it).
+// Chunks [c_begin, c_end) of each output row only (even bounds; the split decode path deals a
+// row's chunk pairs to different threads): the same chains, so the same bits.
 template <int C, int G, int Step, typename E>
 void group_weighted_values(float* o, int64_t o_stride, const float* const p[kGroup],
                            const ValueRows<E>& vr, int64_t n0, int c_begin = 0, int c_end = C) {
   static_assert(C % 2 == 0, "value rows go two 8-float chunks per pass");
+  constexpr int kWide = G == 1 ? 8 : G <= 3 ? 4 : 2;
   const int64_t os = Step == 0 ? 8 * C : o_stride;
-  for (int c0 = c_begin; c0 < c_end; c0 += 2) {
-    __m256 acc[kGroup][2];
-    for (auto& ai : acc) ai[0] = ai[1] = _mm256_setzero_ps();
-    const auto add = [&](int i, int64_t j, __m256 x0, __m256 x1) {
-      const __m256 wb = _mm256_set1_ps(p[i][j]);
-      acc[i][0] = _mm256_fmadd_ps(wb, x0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(wb, x1, acc[i][1]);
-    };
-    for (int64_t j = 0; j < n0; ++j) {
-      const E* vj = vr.at(j, c0 / 2);
-      const __m256 x0 = load8(vj), x1 = load8(vj + 8);
-      for (int i = 0; i < G; ++i) add(i, j, x0, x1);
-    }
-    for (int i = 0; i < G; ++i) {
-      for (int64_t j = n0; j < n0 + Step * i; ++j) {
-        const E* vj = vr.at(j, c0 / 2);
-        add(i, j, load8(vj), load8(vj + 8));
-      }
-      _mm256_storeu_ps(o + i * os + 8 * c0, acc[i][0]);
-      _mm256_storeu_ps(o + i * os + 8 * c0 + 8, acc[i][1]);
-    }
-  }
+  int c0 = c_begin;
+  if constexpr (kWide >= 8)
+    for (; c0 + 8 <= c_end; c0 += 8) weighted_values_chunks<C, G, Step, 8>(o, os, p, vr, n0, c0);
+  if constexpr (kWide >= 4)
+    for (; c0 + 4 <= c_end; c0 += 4) weighted_values_chunks<C, G, Step, 4>(o, os, p, vr, n0, c0);
+  for (; c0 < c_end; c0 += 2) weighted_values_chunks<C, G, Step, 2>(o, os, p, vr, n0, c0);
 }
 
 // group_weighted_values, or where the keys were transposed (a task's copy, on AVX-512) the same
