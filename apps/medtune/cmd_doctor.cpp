@@ -121,6 +121,7 @@ json cpu_backend() {
                {"core", core.active},
                {"core_detected_by_openblas", core.detected},
                {"core_reselected", core.reason},
+               {"core_environment_note", core.environment_note},
                {"threads", openblas_get_num_threads()}};
   return {{"name", "cpu"},
           {"threads", omp_get_max_threads()},
@@ -214,6 +215,9 @@ void print_text(const json& r) {
                 << " threads)\n";
       if (!be["blas"]["core_reselected"].get<std::string>().empty())
         std::cout << "        BLAS core: " << be["blas"]["core_reselected"].get<std::string>() << "\n";
+      if (!be["blas"]["core_environment_note"].get<std::string>().empty())
+        std::cout << "        BLAS core: " << be["blas"]["core_environment_note"].get<std::string>()
+                  << "\n";
       continue;
     }
     std::cout << "  " << name << "  " << be["devices"].size() << " device(s)";

@@ -1,13 +1,19 @@
 // OpenBLAS (a DYNAMIC_ARCH build, as Debian's) picks its kernels once, when it is loaded, from
 // the CPU's vendor, family and model. Debian 12's OpenBLAS 0.3.21 predates some CPUs: on the
 // Intel host of the lent H200 machine (AVX-512, AVX-VNNI, AMX) it took "Prescott", its SSE3
-// kernels, and an fp32 eval that takes 6 s on two Zen 3 cores ran past 120 s on sixteen. (Here,
-// a 1024^3 SGEMM on two Zen 4 cores: Prescott 44 GFLOP/s, Haswell 155, SkylakeX 182.)
+// kernels, and an fp32 eval that takes 6 s on two Zen 3 cores ran past 120 s on sixteen. Its AVX2
+// kernels on an AVX-512 CPU leave half of the FMA width idle: on two Zen 5 cores, a 512 x 1536 x
+// 576 SGEMM ran at 244 GFLOP/s on "Haswell" and 451 on "SkylakeX", an fp32 LoRA training step took
+// 1.73x longer (BENCHMARKS.md, session 53; OpenBLAS itself takes Cooperlake there, AVX-512). (A
+// 1024^3 SGEMM on two Zen 4 cores: Prescott 44 GFLOP/s, Haswell 155, SkylakeX 182.)
 //
-// So before main, when OpenBLAS's choice has no AVX2 kernels on a CPU with AVX2 + FMA, medtune
+// So before main, when OpenBLAS's choice has no kernels for the widest vectors the CPU has (no
+// AVX2 kernels on a CPU with AVX2 + FMA, no AVX-512 ones on a CPU with AVX-512 F/BW/VL), medtune
 // asks OpenBLAS for the core the CPU can run, through OpenBLAS's own mechanism: the
 // OPENBLAS_CORETYPE variable its selection reads, set only while gotoblas_dynamic_init() runs
-// again. A user who set OPENBLAS_CORETYPE keeps their choice. `medtune doctor` prints both names.
+// again. A user who set OPENBLAS_CORETYPE keeps their choice, even below what the CPU runs (the
+// session-53 host set OPENBLAS_CORETYPE=Haswell for every program on a Zen 5): `medtune doctor`
+// then says what medtune would have selected. It prints both names.
 #include "ops/cpu/blas_core.h"
 
 #include <cblas.h>
@@ -42,18 +48,34 @@ bool lacks_avx2_kernels(const std::string& core) {
   return false;
 }
 
+// OpenBLAS's x86 cores whose kernels stop at AVX2 (0.3.21: "Zen" is Haswell's kernels with other
+// block sizes).
+bool lacks_avx512_kernels(const std::string& core) {
+  const std::string c = lower(core);
+  return lacks_avx2_kernels(core) || c == "haswell" || c == "zen";
+}
+
 BlasCore select_at_start() {
   BlasCore core;
   core.detected = openblas_get_corename();
   core.active = core.detected;
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return core;  // the user's choice
   const std::string want = better_blas_core(core.detected, cpu_features());
+  if (const char* user = std::getenv("OPENBLAS_CORETYPE"); user != nullptr) {  // the user's choice
+    if (!want.empty())
+      core.environment_note = std::string("OPENBLAS_CORETYPE=") + user +
+                              " in the environment keeps OpenBLAS on " + core.detected +
+                              "; medtune would select " + want +
+                              " for this CPU (unset it for faster fp32 GEMMs)";
+    return core;
+  }
   if (want.empty()) return core;
   const std::string got = reselect_blas_core(want);
   if (got.empty()) return core;
   core.active = got;
-  core.reason = "OpenBLAS detected " + core.detected + " (no AVX2 kernels) on a CPU with " +
-                (want == "SkylakeX" ? "AVX-512" : "AVX2 + FMA") + ": medtune selected " + got;
+  core.reason = "OpenBLAS detected " + core.detected +
+                (want == "SkylakeX" ? " (no AVX-512 kernels)" : " (no AVX2 kernels)") +
+                " on a CPU with " + (want == "SkylakeX" ? "AVX-512" : "AVX2 + FMA") +
+                ": medtune selected " + got;
   return core;
 }
 
@@ -64,8 +86,9 @@ __attribute__((constructor(200))) void select_blas_core_before_main() { (void)bl
 }  // namespace
 
 std::string better_blas_core(const std::string& detected, const CpuFeatures& f) {
-  if (!lacks_avx2_kernels(detected) || !(f.avx2 && f.fma)) return "";
-  return f.avx512f && f.avx512bw && f.avx512vl ? "SkylakeX" : "Haswell";
+  if (f.avx2 && f.fma && f.avx512f && f.avx512bw && f.avx512vl)
+    return lacks_avx512_kernels(detected) ? "SkylakeX" : "";
+  return f.avx2 && f.fma && lacks_avx2_kernels(detected) ? "Haswell" : "";
 }
 
 std::string reselect_blas_core(const std::string& name) {

@@ -12,12 +12,16 @@ struct BlasCore {
   std::string detected;  // what OpenBLAS picked at load time ("Prescott", "Haswell", ...)
   std::string active;    // what the GEMMs run on now
   std::string reason;    // why they differ; empty when medtune left OpenBLAS's choice alone
+  // Set when the environment's OPENBLAS_CORETYPE holds OpenBLAS below what the CPU runs (kept:
+  // the user's choice, or a machine-wide setting meant for other programs): says so, and what
+  // medtune would have selected.
+  std::string environment_note;
 };
 
 // The core to ask OpenBLAS for when it detected `detected` on a CPU with `f`, or "" to keep it:
-// "SkylakeX" on an AVX-512 (F, BW, VL) CPU, "Haswell" on an AVX2 + FMA one, when `detected` is
-// one of OpenBLAS's x86 cores without AVX2 kernels (an unknown name is kept). Pure: the decision,
-// tested on its own.
+// "SkylakeX" on an AVX-512 (F, BW, VL) CPU when `detected` is one of OpenBLAS's x86 cores without
+// AVX-512 kernels (Haswell and Zen included), "Haswell" on an AVX2 + FMA one when `detected` has
+// no AVX2 kernels (an unknown name is kept). Pure: the decision, tested on its own.
 std::string better_blas_core(const std::string& detected, const CpuFeatures& f);
 
 // Runs OpenBLAS's core selection again for `name` (its OPENBLAS_CORETYPE names) and returns the
