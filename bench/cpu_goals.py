@@ -69,6 +69,12 @@ def run(cmd: list[str], log: str) -> str:
     return p.stdout
 
 
+def blas_text(cpu: dict) -> str:
+    """OpenBLAS's kernels for medtune's fp32 GEMMs, and the environment's OPENBLAS_CORETYPE if set."""
+    env = cpu.get("openblas_coretype_env", "")
+    return f"OpenBLAS {cpu.get('openblas_core', 'unknown')}" + (f" (OPENBLAS_CORETYPE={env} in the environment)" if env else "")
+
+
 def cpu_identity(build: str) -> dict:
     info = {}
     with open("/proc/cpuinfo") as f:
@@ -88,6 +94,12 @@ def cpu_identity(build: str) -> dict:
     info["medtune_kernel_path"] = m.group(2) if m else "unknown"
     m = re.search(r"bf16 all weights: (\S+)", doctor)
     info["medtune_bf16_path"] = m.group(1) if m else "unknown"
+    # medtune's fp32 GEMMs are OpenBLAS's: which kernels, and whether the environment chose them
+    # (a machine-wide OPENBLAS_CORETYPE below the CPU slows them 1.7x on a Zen 5: BENCHMARKS.md,
+    # session 53). The peers do not use OpenBLAS for their GEMMs.
+    m = re.search(r"BLAS: .*?; core (\S+),", doctor)
+    info["openblas_core"] = m.group(1) if m else "unknown"
+    info["openblas_coretype_env"] = os.environ.get("OPENBLAS_CORETYPE", "")
     return info
 
 
@@ -212,7 +224,8 @@ def main() -> int:
     cpu = cpu_identity(a.build)
     print(f"CPU: {cpu.get('model name')} (family {cpu.get('cpu family')} model {cpu.get('model')}), "
           f"{cpu['logical_cpus']} logical CPUs, flags {' '.join(cpu['flags'])}; medtune's kernels: "
-          f"{cpu['medtune_kernel_path']}, bf16 GEMMs: {cpu['medtune_bf16_path']}; {a.threads} threads", flush=True)
+          f"{cpu['medtune_kernel_path']}, bf16 GEMMs: {cpu['medtune_bf16_path']}, fp32 GEMMs: {blas_text(cpu)}; "
+          f"{a.threads} threads", flush=True)
     result = {"cpu": cpu, "threads": a.threads, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": []}
     rows = result["rows"]
 
@@ -255,7 +268,8 @@ def main() -> int:
                      "met": d["accuracy"] >= 0.90})
 
     lines = [f"CPU: {cpu.get('model name')} (family {cpu.get('cpu family')} model {cpu.get('model')}; "
-             f"{' '.join(cpu['flags'])}), medtune kernels {cpu['medtune_kernel_path']}, {a.threads} threads, "
+             f"{' '.join(cpu['flags'])}), medtune kernels {cpu['medtune_kernel_path']}, fp32 GEMMs {blas_text(cpu)}, "
+             f"{a.threads} threads, "
              f"{result['date']}", "", "| goal | measured (median of rounds) | per round | ratio of medians | target | verdict |",
              "| --- | ---: | --- | ---: | ---: | --- |"]
     for r in rows:
