@@ -20,9 +20,11 @@ import sys
 
 import numpy as np
 
+# The widths of bench/make_random_llama.cpp's kArchs of the same names (hf_peft_anchor.py's shapes);
+# keep the two tables together. The vocabulary is the tokenizer file's instead.
 ARCHS = {
-    "llama2-7b": dict(hidden=4096, ffn=11008, heads=32, kv_heads=32, layers=32, rope_theta=10000.0),
-    "llama3-8b": dict(hidden=4096, ffn=14336, heads=32, kv_heads=8, layers=32, rope_theta=500000.0),
+    "llama2-7b": dict(hidden=4096, ffn=11008, heads=32, kv_heads=32, layers=32, rope_theta=10000.0, context=4096),
+    "llama3-8b": dict(hidden=4096, ffn=14336, heads=32, kv_heads=8, layers=32, rope_theta=500000.0, context=8192),
 }
 
 
@@ -47,7 +49,7 @@ def main() -> None:
 
     w = gguf.GGUFWriter(args.out, "llama")
     w.add_name(f"random {args.arch} ({a['layers']} layers) with {args.tokenizer_gguf}'s tokenizer")
-    w.add_context_length(4096)
+    w.add_context_length(a["context"])
     w.add_embedding_length(a["hidden"])
     w.add_block_count(a["layers"])
     w.add_feed_forward_length(a["ffn"])
