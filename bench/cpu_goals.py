@@ -151,7 +151,7 @@ def scoring(a, bf16: bool, logs: str) -> dict:
 
 def training(a, logs: str) -> list[dict]:
     """compare_train.py's numbers, one dict per round: each round runs both engines at both
-    precisions in one process of PyTorch's, whose bf16 step moves by up to 1.5x between such
+    precisions in one process of PyTorch's, whose bf16 step moved by up to 1.7x between such
     processes (BENCHMARKS.md, session 53), so one round is no verdict."""
     cmd = [a.torch_python, "bench/compare_train.py", "--bench", os.path.join(a.build, "bench", "bench_train_step"),
            "--model", a.model, "--threads", str(a.threads), "--precisions", "fp32,bf16",
