@@ -15,7 +15,9 @@
 // The -rpath matters: the library's SONAME is libopenblas.so.0, which the loader otherwise
 // resolves through update-alternatives, i.e. to the *pthread* variant (priority 100 vs 95).
 // The header line "OpenBLAS parallel mode" must say 2 (OpenMP).
-// Or through CMake (target bench_gemm, built only when libdnnl is found; CMake sets RUNPATH).
+// Or through CMake (target bench_gemm, built only when libdnnl is found; CMake sets RUNPATH). The
+// CMake build links medtune_ops, whose startup code corrects OpenBLAS's core where it misjudged the
+// CPU (ops/cpu/blas_core.cpp), as in every medtune program; the hand build keeps OpenBLAS's choice.
 //
 // Usage: bench_gemm [--repeats N] [--threads 1,2] [--no-7b] [--7b-1thread-only]
 #include <cblas.h>

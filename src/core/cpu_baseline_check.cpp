@@ -17,12 +17,17 @@ namespace medtune {
 
 const char* compiled_baseline() { return MEDTUNE_BASELINE_NAME; }
 
-namespace {
+}  // namespace medtune
 
 #if defined(__x86_64__) && defined(__GNUC__)
 // The macros below describe the flags this file was compiled with (the baseline); the function
 // itself runs with plain x86-64 code. Priority 101: before every ordinary static initializer.
-__attribute__((constructor(101), target("arch=x86-64"))) void check_cpu_baseline() {
+// extern "C" with a fixed name: nothing calls it, so a program would link this object out of
+// libmedtune_core.a only if asked for it by name; CMakeLists.txt asks (--undefined) for every
+// program that links medtune_core.
+extern "C" __attribute__((constructor(101), target("arch=x86-64"))) void
+medtune_check_cpu_baseline() {
+  using namespace medtune;
   const CpuFeatures f = x86::read_cpu_features();
   const char* missing = nullptr;
 #if defined(__AVX512F__)
@@ -51,8 +56,7 @@ __attribute__((constructor(101), target("arch=x86-64"))) void check_cpu_baseline
     std::_Exit(3);
   }
 }
+#else
+// No check where the baseline is the architecture's own; the symbol exists for the linker.
+extern "C" void medtune_check_cpu_baseline() {}
 #endif
-
-}  // namespace
-
-}  // namespace medtune

@@ -79,11 +79,18 @@ BlasCore select_at_start() {
   return core;
 }
 
+}  // namespace
+
 // Priority 200: after core/cpu_baseline_check.cpp's check (101), before ordinary static
 // initializers; OpenBLAS's own constructor has run (a library initializes before its users).
-__attribute__((constructor(200))) void select_blas_core_before_main() { (void)blas_core(); }
-
-}  // namespace
+// extern "C" with a fixed name: a program that never calls blas_core() would not link this object
+// out of libmedtune_ops.a at all (until session 54 only `medtune` and test_ops did, so the
+// benchmarks, medtune-parity and the other tests ran on OpenBLAS's Prescott kernels on an Intel
+// CPU it does not know); CMakeLists.txt asks for this symbol (--undefined) in every program that
+// links medtune_ops.
+extern "C" __attribute__((constructor(200))) void medtune_select_blas_core() {
+  (void)medtune::ops::blas_core();
+}
 
 std::string better_blas_core(const std::string& detected, const CpuFeatures& f) {
   if (f.avx2 && f.fma && f.avx512f && f.avx512bw && f.avx512vl)
