@@ -14,25 +14,27 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "backend/backend.h"
+#include "bench_timing.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "model/sampler.h"
-#include "bench_timing.h"
-
 
 using medtune::bench::median;
 using medtune::bench::seconds_since;
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
+namespace {
+
+int run(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::cerr << "usage: bench_forward MODEL [--prompt-tokens P] [--decode-tokens D] [--repeats R] [--threads N] "
                  "[--device D] [--precision P] [--batch-invariant 1] [--score-batch B] "
                  "[--kv-cache f32|f16]\n";
@@ -136,4 +138,17 @@ int main(int argc, char** argv) {
   }
   std::cout << j.dump() << "\n";
   return 0;
+}
+
+}  // namespace
+
+// A bad model path or option value throws (medtune::BadInput names the file or field): said on
+// stderr with the program's name, exit status 1, instead of std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_forward: %s\n", e.what());
+    return 1;
+  }
 }

@@ -29,18 +29,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <exception>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "backend/backend.h"
+#include "bench_timing.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
 #include "model/lora.h"
@@ -50,15 +52,15 @@
 #include "train/optimizer.h"
 #include "train/train_config.h"
 #include "train/train_state.h"
-#include "bench_timing.h"
-
 
 using medtune::bench::median;
 using medtune::bench::seconds_since;
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace medtune;
-  if (argc < 2) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::cerr << "usage: bench_train_step MODEL [--batch B] [--seq T] [--rank R] [--steps N] [--threads N] "
                  "[--checkpointing 0|1] [--answer-tokens K] [--row-shards S] [--device D] [--targets all|qkvo] "
                  "[--base-quant none|nf4] [--peak-after K] [--precision P] [--plan-only 0|1] "
@@ -273,4 +275,17 @@ int main(int argc, char** argv) {
                       {"bf16_weight_copy_mib", mib(static_cast<double>(bf16_copy_bytes))}};
   std::cout << j.dump() << "\n";
   return 0;
+}
+
+}  // namespace
+
+// A bad model path or option value throws (medtune::BadInput names the file or field): said on
+// stderr with the program's name, exit status 1, instead of std::terminate's abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+    return 1;
+  }
 }
