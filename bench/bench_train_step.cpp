@@ -29,10 +29,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <exception>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -42,6 +40,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "bench_main.h"
 #include "bench_timing.h"
 #include "io/checkpoint.h"
 #include "model/llama.h"
@@ -279,13 +278,6 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-// A bad model path or option value throws (medtune::BadInput names the file or field): said on
-// stderr with the program's name, exit status 1, instead of std::terminate's abort.
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_train_step: %s\n", e.what());
-    return 1;
-  }
+  return medtune::bench::main_reporting_errors("bench_train_step", argc, argv, run);
 }
