@@ -97,7 +97,9 @@ json simd_levels() {
       {"softmax/SiLU exp", ops::vec_exp_compiled() ? "avx2 (compiled into the baseline)" : "std::exp"},
   };
   const char* env = std::getenv("MEDTUNE_ISA");
-  return {{"compiled_baseline", compiled_baseline()},
+  const CpuFeatures& f = cpu_features();
+  return {{"cpu", {{"vendor", f.amd ? "AMD" : f.intel ? "Intel" : "other"}, {"family", f.family}, {"model", f.model}}},
+          {"compiled_baseline", compiled_baseline()},
           {"compiled", compiled},
           {"detected", detected},
           {"kernel_paths", paths},
@@ -198,7 +200,9 @@ void print_text(const json& r) {
       std::cout << "  cpu   " << be["threads"] << " OpenMP threads (" << be["hardware_threads"]
                 << " hardware threads)\n"
                 << "        compiled for -march=" << be["simd"]["compiled_baseline"].get<std::string>()
-                << "; this CPU has: " << join(be["simd"]["detected"]) << "\n"
+                << "; this CPU (" << be["simd"]["cpu"]["vendor"].get<std::string>() << " family "
+                << be["simd"]["cpu"]["family"] << " model " << be["simd"]["cpu"]["model"]
+                << ") has: " << join(be["simd"]["detected"]) << "\n"
                 << "        kernel paths this CPU can take: " << join(be["simd"]["kernel_paths"])
                 << "; taking: " << be["simd"]["active_path"].get<std::string>()
                 << (be["simd"]["capped_by_MEDTUNE_ISA"].get<bool>() ? " (capped by MEDTUNE_ISA)" : "") << "\n"

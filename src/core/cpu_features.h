@@ -14,6 +14,12 @@ struct CpuFeatures {
   bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
   bool avxvnni = false, amx_tile = false, amx_int8 = false, amx_bf16 = false;
+  // Which CPU, for tuning choices that follow the microarchitecture rather than an instruction
+  // (the decode kernels' prefetch distance, core/quant_int8.h): the vendor, and the family and
+  // model as /proc/cpuinfo and the vendors' manuals give them (base plus extended family; model
+  // with the extended model bits), e.g. AMD family 25 (19h) for Zen 3 and Zen 4.
+  bool amd = false, intel = false;
+  int family = 0, model = 0;
 };
 
 // This CPU's features (detected once; thread-safe).

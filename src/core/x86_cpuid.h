@@ -25,10 +25,26 @@ __attribute__((target("arch=x86-64"))) inline uint64_t xgetbv0() {
 // target attribute and could be compiled with the baseline's instructions (BMI2's shrx, ...).
 __attribute__((target("arch=x86-64"))) inline bool bit(unsigned r, int i) { return ((r >> i) & 1u) != 0; }
 
+// Family and model from cpuid leaf 1's eax, as the vendors define them: the extended family is
+// added when the base family is 0xf, the extended model prefixed when it is 0x6 or 0xf.
+__attribute__((target("arch=x86-64"))) inline void set_family_model(unsigned eax, CpuFeatures* f) {
+  const int base_family = static_cast<int>((eax >> 8) & 0xf),
+            base_model = static_cast<int>((eax >> 4) & 0xf);
+  f->family = base_family == 0xf ? base_family + static_cast<int>((eax >> 20) & 0xff) : base_family;
+  f->model = base_family == 0x6 || base_family == 0xf
+                 ? (static_cast<int>((eax >> 16) & 0xf) << 4) | base_model
+                 : base_model;
+}
+
 __attribute__((target("arch=x86-64"))) inline CpuFeatures read_cpu_features() {
   CpuFeatures f;
   unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d) == 0) return f;
+  // The vendor string is ebx, edx, ecx: "AuthenticAMD", "GenuineIntel".
+  f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+  f.intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;
   if (__get_cpuid(1, &a, &b, &c, &d) == 0) return f;
+  set_family_model(a, &f);
   f.sse42 = bit(c, 20);
   const bool osxsave = bit(c, 27);
   const uint64_t xcr0 = osxsave ? xgetbv0() : 0;

@@ -38,6 +38,17 @@ assert cpu["blas"]["library"] == "OpenBLAS" and cpu["blas"]["config"], cpu["blas
 simd = cpu["simd"]
 assert "scalar" in simd["kernel_paths"] and simd["active_path"] in simd["kernel_paths"], simd
 assert simd["compiled_baseline"] and "int8" in simd["precisions"], simd
+# the CPU named as the kernel (/proc/cpuinfo) names it, where Linux gives both lines
+try:
+    info = open("/proc/cpuinfo").read().split("\n\n")[0]
+    fields = dict(l.split(":", 1) for l in info.splitlines() if ":" in l)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+except OSError:
+    fields = {}
+if "cpu family" in fields and "model" in fields:
+    assert simd["cpu"]["family"] == int(fields["cpu family"]) and simd["cpu"]["model"] == int(fields["model"]), (simd["cpu"], fields)
+    vendor = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}.get(fields.get("vendor_id"), "other")
+    assert simd["cpu"]["vendor"] == vendor, (simd["cpu"], fields)
 # --precision auto: fp32 where results are compared with transformers; int8 for generate and
 # serve on a quantized base, unless MEDTUNE_ISA caps the int8 kernels to the scalar reference
 assert simd["precision_auto"]["eval train medtune-parity"] == "fp32", simd

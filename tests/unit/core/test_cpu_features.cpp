@@ -5,6 +5,7 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
+#include "core/x86_cpuid.h"
 
 namespace medtune {
 namespace {
@@ -45,6 +46,31 @@ TEST(CpuFeatures, FeatureNamesListWhatWasDetected) {
   EXPECT_EQ(names[0], "avx2");
   EXPECT_EQ(names[1], "avx512vnni");
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// Signatures (cpuid leaf 1, eax) of CPUs these tests have run on, with the family and model
+// /proc/cpuinfo printed there.
+TEST(CpuFeatures, FamilyAndModelDecodeAsTheVendorsDefineThem) {
+  const struct {
+    unsigned eax;
+    int family, model;
+  } cpus[] = {
+      {0x00A10F11u, 25, 17},  // AMD EPYC Zen 4 (Genoa): base family 0xf + extended 0xa
+      {0x00A00F11u, 25, 1},   // AMD EPYC Zen 3 (Milan)
+      {0x00B00F21u, 26, 2},   // AMD EPYC Zen 5 (Turin)
+      {0x000C06F2u, 6, 207},  // Intel Xeon (Emerald Rapids): extended model 0xc prefixed
+      {0x00000F41u, 15, 4},   // Intel Pentium 4: base family 0xf, no extended family
+      {0x00000633u, 6, 3},    // Intel Pentium II: family 6, extended model 0
+      {0x00000543u, 5, 4},    // family 5: the extended model bits are not read
+  };
+  for (const auto& c : cpus) {
+    CpuFeatures f;
+    x86::set_family_model(c.eax, &f);
+    EXPECT_EQ(f.family, c.family) << std::hex << c.eax;
+    EXPECT_EQ(f.model, c.model) << std::hex << c.eax;
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace medtune
