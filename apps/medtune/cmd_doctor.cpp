@@ -81,7 +81,9 @@ json simd_levels() {
        fp32_quant},
       {"fp32 NF4 weights", isa >= Isa::kAvx2 ? "avx2" : "scalar"},
       {"int8 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS NF4 weights",
-       std::string(isa_name(int8::kernel_isa())) + " (int8 dot products; NF4 levels rounded to int8)"},
+       std::string(isa_name(int8::kernel_isa())) +
+           " (int8 dot products; NF4 levels rounded to int8; Q8_0 decode's rows prefetched " +
+           std::to_string(int8::one_row_prefetch_bytes()) + " bytes ahead)"},
       {"int8 prompts and scoring (16+ tokens; Q4_0 and Q4_1 8+), Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS NF4 weights",
        !int8::gemm_available()                 ? "the int8 dot products above (the GEMM needs AVX2)"
        : int8::gemm_isa() == Isa::kAvx512Vnni ? "avx512vnni GEMM (16 tokens x 8 rows per tile)"

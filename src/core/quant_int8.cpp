@@ -327,6 +327,27 @@ Isa kernel_isa() {
   return active_isa();
 }
 
+// The one-row kernel's prefetch distance follows the memory system, not the instruction set. It
+// was 4096 bytes, chosen on Zen 4, until session 40 made it 16384 after an Intel Xeon (AVX-512
+// VNNI, AMX) decoded SmolLM2 Q4_1 and Q8_0 12-15% faster with it. On AMD Zen 4 (family 25 with
+// AVX-512) 4096 is the faster again (session 55, 2 threads, `bench_forward --precision int8`,
+// decode of 64 tokens after a 256-token prompt, or 32 after 16 on the 7B shape, the binaries
+// alternating; this host's memory moved between runs, so only per-round ratios count): this
+// change against 16384, SmolLM2 Q8_0 0.96-1.10x (6 rounds, median 1.06x), a Llama-2-7B-shaped
+// Q8_0 file (bench/make_scaled_gguf.py) 0.92-1.29x (6 rounds, median 1.12x); in a sweep before
+// it 2048 and 8192 were no better than 4096, 32768 and 65536 slower than 16384. Zen 3 (also
+// family 25) and Zen 5 (26) were not measured with 4096 since session 40 and keep 16384, as
+// Intel does.
+int64_t one_row_prefetch_bytes(const CpuFeatures& f) {
+  const bool zen4 = f.amd && f.family == 25 && f.avx512f;
+  return zen4 ? 4096 : 16384;
+}
+
+int64_t one_row_prefetch_bytes() {
+  static const int64_t bytes = one_row_prefetch_bytes(cpu_features());
+  return bytes;
+}
+
 void dot_row_block(DType t, const uint8_t* w, int64_t row_bytes, int64_t nrows, const BlockQ8* x, int64_t nb,
                    int64_t ntok, float* y, int64_t y_stride) {
   static const int8_detail::DotRowsFn kernel = kernel_of(kernel_isa());

@@ -88,4 +88,11 @@ void dot_row_block_with(Isa isa, DType t, const uint8_t* w, int64_t row_bytes, i
 // The path dot_rows takes on this CPU (active_isa()).
 Isa kernel_isa();
 
+// How many bytes ahead of the block it reads the one-row kernel prefetches (the kernel a Q8_0 row
+// read once from memory takes: decode): 4096 on AMD Zen 4 (family 25 with AVX-512), 16384 on
+// every other CPU. A tuning of the memory stream only: the results are the same bits at any
+// distance. For `f`; the second form for this CPU, read once.
+int64_t one_row_prefetch_bytes(const CpuFeatures& f);
+int64_t one_row_prefetch_bytes();
+
 }  // namespace medtune::int8

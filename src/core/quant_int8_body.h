@@ -192,7 +192,10 @@ inline __m256i nf4_values(const uint8_t* w, int64_t b, __m256i levels, float* dw
 // takes 8 at once, and prefetches their bytes in address order for that reason). The distance,
 // 4096 bytes then, is 16384 since session 40: on an Intel Xeon (AVX-512 VNNI) decode after a
 // 256-token prompt went from 120-128 to 138-143 tokens/s (Q4_1) and from 77-85 to 95 (Q8_0),
-// 3 alternating rounds each; 32768 was no better. Not re-measured on Zen 4.
+// 3 alternating rounds each; 32768 was no better. That is the distance of the 8-row and
+// super-block kernels; the one-row kernel below (what a Q8_0 row read once from memory takes)
+// gets its distance from the CPU at run time, int8::one_row_prefetch_bytes(): 4096 again on AMD
+// Zen 4, where it decoded Q8_0 6-12% faster (medians; quant_int8.cpp says what was measured).
 constexpr int64_t kPrefetchBytes = 16384;
 
 // Block b of a row of type D against the token's block: block_ints, its 8 lane sums against the
@@ -248,8 +251,10 @@ constexpr int kUnsignedOffset = D == DType::Q4_0   ? 8
                                 : D == DType::Q5_0 ? 16
                                                    : 0;
 
+// `ahead`: how many bytes past each block its prefetch reaches (int8::one_row_prefetch_bytes()).
 template <DType D>
-float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, const float* xoff) {
+float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, const float* xoff,
+                    int64_t ahead) {
   constexpr bool kMin = D == DType::Q4_1 || D == DType::Q5_1;
   constexpr bool kOffset = kUnsignedOffset<D> != 0;
   constexpr int64_t kBytes = kBlockBytes<D>;
@@ -265,7 +270,7 @@ float dot_one_token(const uint8_t* w, const int8::BlockQ8* x, int64_t nb, const 
     __m128 dm[4];
     for (int k = 0; k < 4; ++k) {
       const uint8_t* blk = w + kBytes * (b + k);
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(blk + ahead), _MM_HINT_T0);
       p[k] = block_lanes<D>(blk, x[b + k], &dm[k]);
     }
     __m128 sums = block_sums4(p);
@@ -526,11 +531,15 @@ void rows_one_token(const uint8_t* w, int64_t row_bytes, int64_t nrows, const in
     // at the memory's bandwidth, the single stream helped by the hardware prefetcher; the other
     // types, whose one-row kernel was bound by its FMA chain, and every call of several tokens
     // (rows re-read from the cache) take the 8-row kernel.
+    // On AMD Zen 4 (2 threads, `bench_forward --prompt-tokens 16 --decode-tokens 128`, session
+    // 55) the 8-row kernel decoded SmolLM2 Q8_0 at 0.75x the one-row kernel's speed (4
+    // alternating rounds, 147-156 against 183-213 tokens/s): the same choice.
     const bool eight = !(D == DType::Q8_0 && streamed);
+    const int64_t ahead = int8::one_row_prefetch_bytes();
     int64_t r = 0;
     for (; eight && r + 8 <= nrows; r += 8)
       dot_eight_rows<D>(w + r * row_bytes, row_bytes, x, nb, xoff.data(), y + r);
-    for (; r < nrows; ++r) y[r] = dot_one_token<D>(w + r * row_bytes, x, nb, xoff.data());
+    for (; r < nrows; ++r) y[r] = dot_one_token<D>(w + r * row_bytes, x, nb, xoff.data(), ahead);
   }
 }
 
