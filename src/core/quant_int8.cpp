@@ -335,9 +335,9 @@ Isa kernel_isa() {
 // alternating; this host's memory moved between runs, so only per-round ratios count): this
 // change against 16384, SmolLM2 Q8_0 0.96-1.10x (6 rounds, median 1.06x), a Llama-2-7B-shaped
 // Q8_0 file (bench/make_scaled_gguf.py) 0.92-1.29x (6 rounds, median 1.12x); in a sweep before
-// it 2048 and 8192 were no better than 4096, 32768 and 65536 slower than 16384. Zen 3 (also
-// family 25) and Zen 5 (26) were not measured with 4096 since session 40 and keep 16384, as
-// Intel does.
+// it 2048 and 8192 were within the noise of 4096, 32768 slower than 16384 on SmolLM2 and 65536
+// no faster on the 7B shape. Zen 3 (also family 25) and Zen 5 (26) were not measured with 4096
+// since session 40 and keep 16384, as Intel does.
 int64_t one_row_prefetch_bytes(const CpuFeatures& f) {
   const bool zen4 = f.amd && f.family == 25 && f.avx512f;
   return zen4 ? 4096 : 16384;
