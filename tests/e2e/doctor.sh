@@ -38,7 +38,7 @@ assert cpu["blas"]["library"] == "OpenBLAS" and cpu["blas"]["config"], cpu["blas
 simd = cpu["simd"]
 assert "scalar" in simd["kernel_paths"] and simd["active_path"] in simd["kernel_paths"], simd
 assert simd["compiled_baseline"] and "int8" in simd["precisions"], simd
-# the CPU named as the kernel (/proc/cpuinfo) names it, where Linux gives both lines
+# vendor, family and model as /proc/cpuinfo gives them (where the kernel lists them)
 try:
     info = open("/proc/cpuinfo").read().split("\n\n")[0]
     fields = dict(l.split(":", 1) for l in info.splitlines() if ":" in l)
