@@ -25,13 +25,14 @@
 
 #include "core/error.h"
 #include "ops/backward.h"
+#include "ops/cpu/attention_grads.h"
 #include "ops/cpu/attention_mask.h"
 
 namespace medtune::ops {
 
 using detail::visible;
 
-namespace {
+namespace detail {
 void check_training_shape(const AttentionShape& s) {
   if (s.past != 0)
     throw Internal("attention_backward: past = " + std::to_string(s.past) +
@@ -41,17 +42,47 @@ void check_training_shape(const AttentionShape& s) {
                    std::to_string(s.Smax) + ", NH = " + std::to_string(s.NH) +
                    ", NKV = " + std::to_string(s.NKV));
 }
-// The calling thread's per-head dK (which = 0) or dV (1) scratch of at least n floats, kept
-// between calls: 1.2 MB each per 512 tokens of SmolLM2, which a fresh vector zero-filled at every
-// layer (~1% of a training step). Garbage on entry: every element is zeroed per block before the
-// tiles add into it.
 float* head_scratch(int which, size_t n) {
   thread_local std::vector<float> bufs[2];
   std::vector<float>& b = bufs[which];
   if (b.size() < n) b.resize(n);
   return b.data();
 }
-}  // namespace
+
+void finish_kv_grads(float* dk, float* dv, const float* dk_heads, const float* dv_heads,
+                     const AttentionShape& s) {
+  const int64_t T = s.T, HD = s.HD, group = s.NH / s.NKV;
+  const int64_t q_stride = s.NH * HD, kv_stride = s.NKV * HD;
+  const int64_t rows = s.B * s.Smax;
+#pragma omp parallel for schedule(static) if (rows * kv_stride > 65536)
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t b = row / s.Smax, j = row % s.Smax;
+    float* dkr = dk + row * kv_stride;  // (NKV, HD)
+    float* dvr = dv + row * kv_stride;
+    if (j >= T) {
+      std::fill(dkr, dkr + kv_stride, 0.0f);
+      std::fill(dvr, dvr + kv_stride, 0.0f);
+      continue;
+    }
+    if (group == 1) continue;
+    const float* dks = dk_heads + (b * T + j) * q_stride;  // (NH, HD)
+    const float* dvs = dv_heads + (b * T + j) * q_stride;
+    for (int64_t g = 0; g < s.NKV; ++g)
+      for (int64_t d = 0; d < HD; ++d) {
+        float ak = 0, av = 0;
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          ak += dks[h * HD + d];
+          av += dvs[h * HD + d];
+        }
+        dkr[g * HD + d] = ak;
+        dvr[g * HD + d] = av;
+      }
+  }
+}
+}  // namespace detail
+
+using detail::check_training_shape;
+using detail::head_scratch;
 
 namespace ref {
 template <typename T>
@@ -215,31 +246,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
     }
   }
   // Group sums (in head order) and zeros for the cache rows past T, which the forward never reads.
-  const int64_t rows = s.B * s.Smax;
-#pragma omp parallel for schedule(static) if (rows * kv_stride > 65536)
-  for (int64_t row = 0; row < rows; ++row) {
-    const int64_t b = row / s.Smax, j = row % s.Smax;
-    float* dkr = dk + row * kv_stride;  // (NKV, HD)
-    float* dvr = dv + row * kv_stride;
-    if (j >= T) {
-      std::fill(dkr, dkr + kv_stride, 0.0f);
-      std::fill(dvr, dvr + kv_stride, 0.0f);
-      continue;
-    }
-    if (direct) continue;
-    const float* dks = dk_heads + (b * T + j) * q_stride;  // (NH, HD)
-    const float* dvs = dv_heads + (b * T + j) * q_stride;
-    for (int64_t g = 0; g < s.NKV; ++g)
-      for (int64_t d = 0; d < HD; ++d) {
-        float ak = 0, av = 0;
-        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          ak += dks[h * HD + d];
-          av += dvs[h * HD + d];
-        }
-        dkr[g * HD + d] = ak;
-        dvr[g * HD + d] = av;
-      }
-  }
+  detail::finish_kv_grads(dk, dv, dk_heads, dv_heads, s);
 }
 
 }  // namespace medtune::ops
