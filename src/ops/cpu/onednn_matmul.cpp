@@ -28,17 +28,18 @@ struct Prim {
   memory::desc a, b, c, scratch;
 };
 
-// M, N, K, lda, ldb, b_rows_are_n, ldc, accumulate.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t, bool>;
+// M, N, K, lda, ldb, b_rows_are_n, ldc, accumulate, a_rows_are_k.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t, bool, bool>;
 
 // Shapes change with the number of tokens, so a long eval meets many; oneDNN keeps its own cache
 // of JIT code behind this one, so dropping ours now and then costs a descriptor, not a JIT.
 constexpr size_t kMaxCachedShapes = 256;
 
 Prim make_prim(const Key& k) {
-  const auto [M, N, K, lda, ldb, b_rows_are_n, ldc, accumulate] = k;
+  const auto [M, N, K, lda, ldb, b_rows_are_n, ldc, accumulate, a_rows_are_k] = k;
   Prim p;
-  p.a = memory::desc({M, K}, memory::data_type::bf16, {lda, 1});
+  p.a = a_rows_are_k ? memory::desc({M, K}, memory::data_type::bf16, {1, lda})
+                     : memory::desc({M, K}, memory::data_type::bf16, {lda, 1});
   p.b = b_rows_are_n ? memory::desc({K, N}, memory::data_type::bf16, {1, ldb})
                      : memory::desc({K, N}, memory::data_type::bf16, {ldb, 1});
   p.c = memory::desc({M, N}, memory::data_type::f32, {ldc, 1});
@@ -66,7 +67,8 @@ bool bf16_native() {
 }
 
 void matmul_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
-                 int64_t ldb, bool b_rows_are_n, float* C, int64_t ldc, bool accumulate) {
+                 int64_t ldb, bool b_rows_are_n, float* C, int64_t ldc, bool accumulate,
+                 bool a_rows_are_k) {
   if (!bf16_native()) throw Internal("onednn::matmul_bf16 called on a CPU without native bf16");
   if (M == 0 || N == 0) return;
   thread_local std::map<Key, Prim> cache;
@@ -74,7 +76,7 @@ void matmul_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda
   thread_local std::unique_ptr<dnnl::stream> stream;
   try {
     if (!stream) stream = std::make_unique<dnnl::stream>(engine());
-    const Key key{M, N, K, lda, ldb, b_rows_are_n, ldc, accumulate};
+    const Key key{M, N, K, lda, ldb, b_rows_are_n, ldc, accumulate, a_rows_are_k};
     auto it = cache.find(key);
     if (it == cache.end()) {
       if (cache.size() >= kMaxCachedShapes) cache.clear();
