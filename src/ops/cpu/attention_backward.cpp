@@ -12,7 +12,7 @@
 // nothing, and a query with no visible key (P row all zero, output zero) has dQ = 0.
 // GQA: kv head g is read by query heads [g·group, (g+1)·group), so dK_g, dV_g sum over them.
 // Causal tiling: queries go by tiles of kQueryTile; a tile's P, dP, dS span only the keys up to
-// its last query, and dK, dV sum the tiles' contributions in tile order (deterministic).
+// its last query, and dK, dV sum the tiles' contributions, last tile first (deterministic).
 // Packed rows (seg_start): the mask is block-diagonal, so each example's block [r0, r1) is the
 // same computation on its own queries and keys; its keys get gradient from its queries only.
 #include <cblas.h>
@@ -199,14 +199,12 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
                             : dv_heads + (b * T + r0) * q_stride + h * HD;
         const int64_t ldh = direct ? kv_stride : q_stride;
         const int ldhi = static_cast<int>(ldh);
-        // dK, dV accumulate over the query tiles (in tile order): start from zero.
-        for (int64_t j = 0; j < m; ++j) {
-          std::fill(dkh + j * ldh, dkh + j * ldh + HD, 0.0f);
-          std::fill(dvh + j * ldh, dvh + j * ldh + HD, 0.0f);
-        }
-        // Query tile [i0, i1) (relative to r0) sees keys [0, i1) of the block (causal).
-        for (int64_t i0 = 0; i0 < m; i0 += tile) {
+        // Query tile [i0, i1) (relative to r0) sees keys [0, i1) of the block (causal). Tiles go
+        // last to first: the last sees every key of the block, so its dK, dV products write all
+        // m rows and the earlier tiles add into them (no zeroing pass).
+        for (int64_t i0 = (m - 1) / tile * tile; i0 >= 0; i0 -= tile) {
           const int64_t i1 = std::min(m, i0 + tile), mt = i1 - i0, n = i1;
+          const float beta = i1 < m ? 1.0f : 0.0f;  // dK, dV rows [0, n) written by a later tile
           const int mti = static_cast<int>(mt), ni = static_cast<int>(n);
           const float* qb = q + (b * T + r0 + i0) * q_stride + h * HD;  // (mt, HD), row stride q_stride
           const float* dob = dout + (b * T + r0 + i0) * q_stride + h * HD;
@@ -217,29 +215,27 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
           for (int64_t i = 0; i < mt; ++i)
             detail::softmax_visible_row(P.data() + i * n, n, i0 + i + 1, key_valid, b, s.Smax, r0, r0 + i0 + i);
           // dV_h[0:n] (n, HD) += Pᵀ (n, mt) · dO (mt, HD)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ni, HDi, mti, 1.0f, P.data(), ni, dob, qs,
-                      1.0f, dvh, ldhi);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ni, HDi, mti, 1.0f, P.data(), ni,
+                      dob, qs, beta, dvh, ldhi);
           // dP (mt, n) = dO (mt, HD) · Vᵀ (HD, n)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mti, ni, HDi, 1.0f, dob, qs, vb, kvs,
                       0.0f, dP.data(), ni);
           // dS = P ⊙ (dP − D)·scale, in place over P; zero right of the diagonal, where P is.
-          // D is summed in double (n adds per row, free next to the GEMMs) because dP − D
+          // D is summed in double (n adds per row, in partial sums that vectorize) because dP − D
           // cancels where P concentrates on few keys.
           for (int64_t i = 0; i < mt; ++i) {
             float* pr = P.data() + i * n;
             const float* dpr = dP.data() + i * n;
             const int64_t lim = i0 + i + 1;  // keys 0 .. i0 + i are causal-visible
-            double D = 0;
-            for (int64_t c = 0; c < lim; ++c) D += static_cast<double>(pr[c]) * static_cast<double>(dpr[c]);
-            const float Df = static_cast<float>(D);
+            const float Df = static_cast<float>(detail::dot_f64(pr, dpr, lim));
             for (int64_t c = 0; c < lim; ++c) pr[c] = pr[c] * (dpr[c] - Df) * scale;
           }
           // dQ_h (mt, HD) = dS (mt, n) · K (n, HD)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mti, HDi, ni, 1.0f, P.data(), ni, kb,
                       kvs, 0.0f, dqb, qs);
           // dK_h[0:n] (n, HD) += dSᵀ (n, mt) · Q (mt, HD)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ni, HDi, mti, 1.0f, P.data(), ni, qb, qs,
-                      1.0f, dkh, ldhi);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ni, HDi, mti, 1.0f, P.data(), ni, qb,
+                      qs, beta, dkh, ldhi);
         }
         r0 = r1;
       }

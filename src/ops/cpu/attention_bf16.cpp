@@ -80,21 +80,6 @@ void round_tile(E* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) put(dst[i], src[i]);
 }
 
-// Σ_c a_c·b_c over n elements in double, in 8 partial sums: a fixed order that vectorizes (one
-// running sum, a 4-cycle add chain per element, was a tenth of this backward's time).
-inline double dot_f64(const float* a, const float* b, int64_t n) {
-  constexpr int kLanes = 8;
-  double acc[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int j = 0; j < kLanes; ++j)
-      acc[j] += static_cast<double>(a[c + j]) * static_cast<double>(b[c + j]);
-  double sum = 0;
-  for (; c < n; ++c) sum += static_cast<double>(a[c]) * static_cast<double>(b[c]);
-  for (int j = 0; j < kLanes; ++j) sum += acc[j];
-  return sum;
-}
-
 // The calling thread's tile buffer `which` (0..2) of at least n elements. Garbage on entry.
 template <typename E>
 E* tile_buffer(int which, int64_t n) {
@@ -221,7 +206,7 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* q
             const float* dprow = dP + i * n;
             E* ds = pr + i * n;
             const int64_t lim = i0 + i + 1;
-            const float Df = static_cast<float>(dot_f64(prow, dprow, lim));
+            const float Df = static_cast<float>(detail::dot_f64(prow, dprow, lim));
             for (int64_t c = 0; c < lim; ++c) put(ds[c], prow[c] * (dprow[c] - Df) * scale);
             std::fill(ds + lim, ds + n, E{0});
           }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "ops/ops.h"
 
@@ -23,5 +24,20 @@ float* head_scratch(int which, size_t n);
 // are. Rows [T, Smax), which the forward never reads, get zeros.
 void finish_kv_grads(float* dk, float* dv, const float* dk_heads, const float* dv_heads,
                      const AttentionShape& s);
+
+// Σ_c a_c·b_c over n elements in double, in 8 partial sums: a fixed order that vectorizes (one
+// running sum, a 4-cycle add chain per element, was a tenth of the bf16 backward's time).
+inline double dot_f64(const float* a, const float* b, int64_t n) {
+  constexpr int kLanes = 8;
+  double acc[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int j = 0; j < kLanes; ++j)
+      acc[j] += static_cast<double>(a[c + j]) * static_cast<double>(b[c + j]);
+  double sum = 0;
+  for (; c < n; ++c) sum += static_cast<double>(a[c]) * static_cast<double>(b[c]);
+  for (int j = 0; j < kLanes; ++j) sum += acc[j];
+  return sum;
+}
 
 }  // namespace medtune::ops::detail
