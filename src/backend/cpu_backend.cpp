@@ -16,6 +16,7 @@
 #include "core/int8_gemm.h"
 #include "core/quant.h"
 #include "core/quant_int8.h"
+#include "ops/attention_bf16.h"
 #include "ops/backward.h"
 #include "ops/lm_head_loss.h"
 
@@ -108,6 +109,11 @@ class CpuBackend final : public Backend {
   void attention_forward(float* out, float* /*lse: the CPU backward recomputes it*/, const float* q,
                          const float* k, const float* v, const uint8_t* key_valid,
                          const int64_t* seg_start, const ops::AttentionShape& s) override {
+    // bf16 rounds attention's operands for whole prompts and training batches; a call with a key
+    // history (generation after its prompt: a few queries against the cache) keeps fp32's
+    // per-query kernel, where rounding the cache for each token would cost more than it saves.
+    if (precision_ == Precision::kBf16 && s.past == 0)
+      return ops::attention_forward_bf16(out, q, k, v, key_valid, seg_start, s);
     if (!fixed_order_attention()) return ops::attention_forward(out, q, k, v, key_valid, seg_start, s);
     if (seg_start != nullptr) throw Internal("cpu attention_forward: packed rows on a fixed-order backend");
     ops::attention_forward_fixed_order(out, q, k, v, key_valid, s);
@@ -185,6 +191,8 @@ class CpuBackend final : public Backend {
                           const float* /*lse*/, const float* q, const float* k, const float* v,
                           const uint8_t* key_valid, const int64_t* seg_start,
                           const ops::AttentionShape& s) override {
+    if (precision_ == Precision::kBf16)
+      return ops::attention_backward_bf16(dq, dk, dv, dout, q, k, v, key_valid, seg_start, s);
     ops::attention_backward(dq, dk, dv, dout, q, k, v, key_valid, seg_start, s);
   }
   ops::LossSum cross_entropy_loss_backward(float* dlogits, const float* logits, const int64_t* targets,
