@@ -8,8 +8,14 @@
 // positions (the int8 route's generate and serve), microseconds per call, each repeat the median
 // of 200 calls.
 //
+// With --training 1, training's attention instead: forward and backward over --batch rows of each
+// length, at fp32 (ops::attention_forward / attention_backward) and at bf16
+// (ops/attention_bf16.h: oneDNN where the CPU has native bf16, and the widened SGEMM), alternating
+// in every repeat; ms per call and each one's speed over fp32. A training step's row shards run it
+// on one thread each (--threads 1 shows one shard's time).
+//
 // Usage: bench_attention [--tokens 256,1024] [--heads 9] [--kv-heads 3] [--head-dim 64]
-//                        [--repeats 7] [--threads 2] [--decode 0|1]
+//                        [--repeats 7] [--threads 2] [--decode 0|1] [--training 0|1] [--batch 2]
 // Defaults: SmolLM2-135M's attention (9 query heads, 3 key/value heads, head_dim 64).
 #include <omp.h>
 
@@ -22,6 +28,8 @@
 #include <vector>
 
 #include "bench_timing.h"
+#include "ops/attention_bf16.h"
+#include "ops/backward.h"
 #include "ops/ops.h"
 
 namespace {
@@ -73,12 +81,69 @@ int decode_steps(const std::vector<int64_t>& lengths, int64_t NH, int64_t NKV, i
   return 0;
 }
 
+// Training's attention at each length T: forward and backward over B rows, fp32 and bf16 (both
+// kernels where this CPU has native bf16), ms per call.
+int training_calls(const std::vector<int64_t>& lengths, int64_t B, int64_t NH, int64_t NKV,
+                   int64_t HD, int64_t repeats, int64_t threads) {
+  using namespace medtune;
+  const bool native = ops::bf16_kernel() == ops::Bf16Kernel::kOneDnn;
+  std::printf(
+      "training attention, %lld rows, heads %lld/%lld, head_dim %lld, %lld threads, median of %lld "
+      "(ms per "
+      "call; x = fp32's time over this one's)%s\n%8s %5s %10s %10s %8s %10s %8s\n",
+      static_cast<long long>(B), static_cast<long long>(NH), static_cast<long long>(NKV),
+      static_cast<long long>(HD), static_cast<long long>(threads), static_cast<long long>(repeats),
+      native ? "" : "; no native bf16 here: the oneDNN column is not run", "tokens", "pass", "fp32",
+      "bf16-onednn", "x", "bf16-widened", "x");
+  std::mt19937 rng(3);
+  std::normal_distribution<float> N01(0.0f, 1.0f);
+  for (const int64_t T : lengths) {
+    // q, dout, out, dq (B, T, NH, HD); k, v, dk, dv (B, T, NKV, HD)
+    std::vector<float> q(static_cast<size_t>(B * T * NH * HD)), dout(q.size()), out(q.size()),
+        dq(q.size());
+    std::vector<float> k(static_cast<size_t>(B * T * NKV * HD)), v(k.size()), dk(k.size()),
+        dv(k.size());
+    for (auto* x : {&q, &dout, &k, &v})
+      for (float& e : *x) e = N01(rng);
+    const ops::AttentionShape s{B, T, 0, T, NH, NKV, HD};
+    // [pass][kind]: pass 0 forward, 1 backward; kind 0 fp32, 1 bf16 oneDNN, 2 bf16 widened.
+    std::vector<double> t[2][3];
+    for (int64_t r = 0; r < repeats; ++r)
+      for (int kind = 0; kind < 3; ++kind) {
+        if (kind == 1 && !native) continue;
+        const auto kernel = kind == 1 ? ops::Bf16Kernel::kOneDnn : ops::Bf16Kernel::kWidenedSgemm;
+        auto t0 = std::chrono::steady_clock::now();
+        if (kind == 0)
+          ops::attention_forward(out.data(), q.data(), k.data(), v.data(), nullptr, s);
+        else
+          ops::attention_forward_bf16(out.data(), q.data(), k.data(), v.data(), nullptr, nullptr, s,
+                                      kernel);
+        t[0][kind].push_back(bench::seconds_since(t0));
+        t0 = std::chrono::steady_clock::now();
+        if (kind == 0)
+          ops::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                                  v.data(), nullptr, s);
+        else
+          ops::attention_backward_bf16(dq.data(), dk.data(), dv.data(), dout.data(), q.data(),
+                                       k.data(), v.data(), nullptr, nullptr, s, kernel);
+        t[1][kind].push_back(bench::seconds_since(t0));
+      }
+    for (int pass = 0; pass < 2; ++pass) {
+      const double f = bench::median(t[pass][0]) * 1e3, w = bench::median(t[pass][2]) * 1e3;
+      const double o = native ? bench::median(t[pass][1]) * 1e3 : 0.0;
+      std::printf("%8lld %5s %10.3f %10.3f %7.2fx %10.3f %7.2fx\n", static_cast<long long>(T),
+                  pass == 0 ? "fwd" : "bwd", f, o, native ? f / o : 0.0, w, f / w);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace medtune;
   std::vector<int64_t> tokens = {256, 1024};
-  int64_t NH = 9, NKV = 3, HD = 64, repeats = 7, threads = 2, decode = 0;
+  int64_t NH = 9, NKV = 3, HD = 64, repeats = 7, threads = 2, decode = 0, training = 0, batch = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--tokens") tokens = parse_list(argv[i + 1]);
@@ -89,6 +154,10 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoll(argv[i + 1]);
     else if (a == "--decode")
       decode = std::atoll(argv[i + 1]);
+    else if (a == "--training")
+      training = std::atoll(argv[i + 1]);
+    else if (a == "--batch")
+      batch = std::atoll(argv[i + 1]);
     else {
       std::fprintf(stderr, "bench_attention: unknown option %s\n", argv[i]);
       return 2;
@@ -96,6 +165,7 @@ int main(int argc, char** argv) {
   }
   omp_set_num_threads(static_cast<int>(threads));
   if (decode != 0) return decode_steps(tokens, NH, NKV, HD, repeats, threads);
+  if (training != 0) return training_calls(tokens, batch, NH, NKV, HD, repeats, threads);
   std::printf("heads %lld/%lld, head_dim %lld, %lld threads, median of %lld (ms per layer's attention)\n",
               static_cast<long long>(NH), static_cast<long long>(NKV), static_cast<long long>(HD),
               static_cast<long long>(threads), static_cast<long long>(repeats));
