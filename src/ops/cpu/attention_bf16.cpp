@@ -51,12 +51,14 @@ void product(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool 
               static_cast<int>(ldc));
 }
 
-// The calling thread's operand buffer `which` (0..3) of at least n elements, kept between calls
-// (a layer's q alone is 2.4 MB of fp32 per 1024 SmolLM2 tokens). Garbage on entry.
+// The calling thread's buffers, kept between calls (a layer's q alone is 2.4 MB of fp32 per 1024
+// SmolLM2 tokens); garbage on entry. The calling thread takes the operands' slots, each thread of
+// the parallel region its own tile slots.
+enum Slot { kQ, kK, kV, kDout, kTileP, kTileDp, kTileRounded, kSlots };
 template <typename E>
-E* operand_buffer(int which, int64_t n) {
-  thread_local std::vector<E> bufs[4];
-  std::vector<E>& b = bufs[which];
+E* buffer(Slot slot, int64_t n) {
+  thread_local std::vector<E> bufs[kSlots];
+  std::vector<E>& b = bufs[slot];
   if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
   return b.data();
 }
@@ -80,15 +82,6 @@ void round_tile(E* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) put(dst[i], src[i]);
 }
 
-// The calling thread's tile buffer `which` (0..2) of at least n elements. Garbage on entry.
-template <typename E>
-E* tile_buffer(int which, int64_t n) {
-  thread_local std::vector<E> bufs[3];
-  std::vector<E>& b = bufs[which];
-  if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
-  return b.data();
-}
-
 // Scores (m, n) of queries [i0, i0 + m) against keys [k0, k0 + n) -> probabilities in place: the
 // scale, then softmax over the keys each query sees (attention_mask.h), as the fp32 paths.
 void scaled_softmax(float* scores, int64_t m, int64_t n, float scale, int64_t past, int64_t i0,
@@ -107,9 +100,9 @@ void forward(float* out, const float* q, const float* k, const float* v, const u
   const int64_t group = s.NH / s.NKV, L = s.past + s.T, HD = s.HD;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   const int64_t q_stride = s.NH * HD, kv_stride = s.NKV * HD;
-  E* qr = operand_buffer<E>(0, s.B * s.T * q_stride);  // (B, T, NH, HD)
-  E* kr = operand_buffer<E>(1, s.B * L * kv_stride);   // (B, L, NKV, HD): the rows the call reads
-  E* vr = operand_buffer<E>(2, s.B * L * kv_stride);
+  E* qr = buffer<E>(kQ, s.B * s.T * q_stride);  // (B, T, NH, HD)
+  E* kr = buffer<E>(kK, s.B * L * kv_stride);   // (B, L, NKV, HD): the rows the call reads
+  E* vr = buffer<E>(kV, s.B * L * kv_stride);
   const int64_t M = detail::longest_segment(seg_start, s.B, s.T);  // T without packing
   const int64_t tile = std::min(M, detail::kQueryTile);
 #pragma omp parallel
@@ -117,8 +110,8 @@ void forward(float* out, const float* q, const float* k, const float* v, const u
     round_rows(qr, q, s.B, s.T, s.T, q_stride);
     round_rows(kr, k, s.B, L, s.Smax, kv_stride);
     round_rows(vr, v, s.B, L, s.Smax, kv_stride);
-    float* scores = tile_buffer<float>(0, tile * (s.past + M));  // (tile, n) of the largest block
-    E* pr = tile_buffer<E>(2, tile * (s.past + M));              // the same, rounded
+    float* scores = buffer<float>(kTileP, tile * (s.past + M));  // (tile, n) of the largest block
+    E* pr = buffer<E>(kTileRounded, tile * (s.past + M));        // the same, rounded
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < s.B * s.NH; ++task) {
       const int64_t b = task / s.NH, h = task % s.NH, g = h / group;
@@ -156,10 +149,10 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* q
   const size_t head_elems = direct ? 0 : static_cast<size_t>(s.B * T * q_stride);
   float* dk_heads = detail::head_scratch(0, head_elems);  // (B, T, NH, HD) when group > 1
   float* dv_heads = detail::head_scratch(1, head_elems);
-  E* qr = operand_buffer<E>(0, s.B * T * q_stride);   // (B, T, NH, HD)
-  E* kr = operand_buffer<E>(1, s.B * T * kv_stride);  // (B, T, NKV, HD)
-  E* vr = operand_buffer<E>(2, s.B * T * kv_stride);
-  E* dor = operand_buffer<E>(3, s.B * T * q_stride);  // (B, T, NH, HD)
+  E* qr = buffer<E>(kQ, s.B * T * q_stride);   // (B, T, NH, HD)
+  E* kr = buffer<E>(kK, s.B * T * kv_stride);  // (B, T, NKV, HD)
+  E* vr = buffer<E>(kV, s.B * T * kv_stride);
+  E* dor = buffer<E>(kDout, s.B * T * q_stride);  // (B, T, NH, HD)
   const int64_t M = detail::longest_segment(seg_start, s.B, T);
   const int64_t tile = std::min(M, detail::kQueryTile);
 #pragma omp parallel
@@ -168,9 +161,9 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* q
     round_rows(kr, k, s.B, T, s.Smax, kv_stride);
     round_rows(vr, v, s.B, T, s.Smax, kv_stride);
     round_rows(dor, dout, s.B, T, T, q_stride);
-    float* P = tile_buffer<float>(0, tile * M);   // (tile, n) probabilities
-    float* dP = tile_buffer<float>(1, tile * M);  // (tile, n)
-    E* pr = tile_buffer<E>(2, tile * M);          // P, then dS, rounded
+    float* P = buffer<float>(kTileP, tile * M);    // (tile, n) probabilities
+    float* dP = buffer<float>(kTileDp, tile * M);  // (tile, n)
+    E* pr = buffer<E>(kTileRounded, tile * M);     // P, then dS, rounded
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < s.B * s.NH; ++task) {
       const int64_t b = task / s.NH, h = task % s.NH, g = h / group;
