@@ -14,8 +14,9 @@
 // rate there.
 //
 // Numerics against the fp32 functions: each product's operands carry bf16's relative error
-// (<= 2^-8 each), so S, O, dV, dP, dQ and dK move by 2^-8-sized relative amounts, which
-// train::bf16_tolerances counts as two more rounded stages per layer (QKᵀ, then P·V).
+// (<= 2^-8 each), so S, O, dV, dP, dQ and dK move by 2^-8-sized relative amounts (the bound per
+// element: tests/unit/ops/test_attention_bf16.cpp), which train::bf16_tolerances counts inside
+// each layer's attention stage (src/train/parity.h).
 #pragma once
 
 #include <cstdint>

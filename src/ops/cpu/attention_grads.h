@@ -14,8 +14,8 @@ void check_training_shape(const AttentionShape& s);
 
 // The calling thread's per-head dK (which = 0) or dV (1) scratch of at least n floats, kept
 // between calls: 1.2 MB each per 512 tokens of SmolLM2, which a fresh vector zero-filled at every
-// layer (~1% of a training step). Garbage on entry: every element is zeroed per block before the
-// tiles add into it.
+// layer (~1% of a training step). Garbage on entry: a block's last query tile writes all of its
+// rows before the earlier tiles add into them.
 float* head_scratch(int which, size_t n);
 
 // The backward's last pass: dk, dv (B, Smax, NKV, HD) rows [0, T) of each batch row = the sums
