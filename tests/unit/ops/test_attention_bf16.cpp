@@ -20,8 +20,9 @@
 //    + Δ_t)) + 3u·|dS_tj|;
 //  - dQ = dS̃·K̃ and dK = dS̃ᵀ·Q̃ (summed over the group): Σ σ·|k̃| (resp. |q̃|) plus γ of the sum's
 //    length times Σ (|dS| + σ)·|k̃|.
-// A bound of 1 passes. Mutations that break it: the scale or D left out, a tile's dK/dV not added
-// to the later tiles', a wrong kv head for a query head, the mask ignored.
+// A bound of 1 passes. Mutations that break it: D left out, and the last query tile adding its
+// dK/dV to the buffers instead of writing them (both tried, session 56); also, by the bound's
+// size, the scale left out, a wrong kv head for a query head, the mask ignored.
 #include <gtest/gtest.h>
 
 #include <algorithm>
