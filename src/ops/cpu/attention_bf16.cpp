@@ -13,13 +13,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "core/error.h"
 #include "core/half.h"
 #include "ops/cpu/attention_grads.h"
 #include "ops/cpu/attention_mask.h"
+#include "ops/cpu/bf16_rows.h"
 #include "ops/cpu/onednn_matmul.h"
 
 namespace medtune::ops {
@@ -28,10 +28,7 @@ namespace {
 
 // One operand element: the bf16 bits for oneDNN, or the bf16 value widened to fp32 for SGEMM.
 inline void put(uint16_t& o, float f) {
-  const float r = round_through_bf16(f);
-  uint32_t u;
-  std::memcpy(&u, &r, 4);
-  o = static_cast<uint16_t>(u >> 16);
+  o = detail::bf16_bits(f);
 }
 inline void put(float& o, float f) {
   o = round_through_bf16(f);
@@ -77,6 +74,8 @@ void round_rows(E* dst, const float* src, int64_t B, int64_t rows, int64_t src_r
   }
 }
 
+// n elements rounded by the calling thread alone: detail::round_to_bf16 would open a parallel
+// region of its own, and this runs inside one, once per tile.
 template <typename E>
 void round_tile(E* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) put(dst[i], src[i]);

@@ -3,11 +3,21 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "core/half.h"
 #include "ops/linear.h"
 
 namespace medtune::ops::detail {
+
+// f32_to_bf16(f), through the branch-free round_through_bf16 so that loops vectorize.
+inline uint16_t bf16_bits(float f) {
+  const float r = round_through_bf16(f);
+  uint32_t u;
+  std::memcpy(&u, &r, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
 
 // out (n) = x rounded to bf16 (round to nearest even, core/half.h), threaded for large n.
 void round_to_bf16(uint16_t* out, const float* x, int64_t n);

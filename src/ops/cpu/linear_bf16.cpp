@@ -39,14 +39,6 @@ constexpr int64_t kGemvMaxTokens = 4;
 // Elements below which a conversion loop stays on one thread.
 constexpr int64_t kParallelElems = 65536;
 
-// f32_to_bf16(f), through the branch-free round_through_bf16 so that loops vectorize.
-inline uint16_t bf16_bits(float f) {
-  const float r = round_through_bf16(f);
-  uint32_t u;
-  std::memcpy(&u, &r, 4);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 // Rows [r0, r1) of W (not BF16) dequantized to fp32 and rounded into out (r1 - r0, cols).
 void round_rows(const StoredMatrix& w, int64_t r0, int64_t r1, uint16_t* out) {
 #pragma omp parallel if ((r1 - r0) * w.cols > kParallelElems)
@@ -56,7 +48,8 @@ void round_rows(const StoredMatrix& w, int64_t r0, int64_t r1, uint16_t* out) {
 #pragma omp for schedule(static)
     for (int64_t r = r0; r < r1; ++r) {
       dequantize_rows(row.data(), w, r, r + 1);
-      for (int64_t c = 0; c < w.cols; ++c) out[(r - r0) * w.cols + c] = bf16_bits(row[static_cast<size_t>(c)]);
+      for (int64_t c = 0; c < w.cols; ++c)
+        out[(r - r0) * w.cols + c] = detail::bf16_bits(row[static_cast<size_t>(c)]);
     }
   }
 }
