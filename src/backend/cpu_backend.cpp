@@ -111,7 +111,8 @@ class CpuBackend final : public Backend {
                          const int64_t* seg_start, const ops::AttentionShape& s) override {
     // bf16 rounds attention's operands for whole prompts and training batches; a call with a key
     // history (generation after its prompt: a few queries against the cache) keeps fp32's
-    // per-query kernel, where rounding the cache for each token would cost more than it saves.
+    // per-query kernel: the bf16 op would round the whole cache again for every token, a second
+    // pass over it for two small products (reasoned, not measured).
     if (precision_ == Precision::kBf16 && s.past == 0)
       return ops::attention_forward_bf16(out, q, k, v, key_valid, seg_start, s);
     if (!fixed_order_attention()) return ops::attention_forward(out, q, k, v, key_valid, seg_start, s);
